@@ -1,0 +1,103 @@
+// The backward pass: iterative topological sort, then each node once, outputs before inputs.
+#include <unordered_set>
+
+#include "autograd/var.h"
+#include "tensor/kernels.h"
+
+namespace saobp {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+Var::Var(Tensor data, bool requires_grad, std::string name) : impl_(std::make_shared<VarImpl>()) {
+  impl_->data = std::move(data);
+  impl_->requires_grad = requires_grad;
+  impl_->name = std::move(name);
+}
+
+void Var::zero_grad() { impl_->grad = Tensor(); }
+
+Tensor& GradSlots::operator[](size_t i) {
+  VarImpl& v = *inputs_[i];
+  if (!v.grad.defined()) v.grad = v.data.zeros_like();
+  return v.grad;
+}
+
+Var make_result(Tensor out, const char* name, std::vector<Var> inputs, BackwardFn fn) {
+  bool any = false;
+  if (grad_enabled())
+    for (const Var& v : inputs) any = any || v.requires_grad();
+  Var r(std::move(out));
+  if (!any) return r;  // fn (and what it saved) dies here
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->inputs.reserve(inputs.size());
+  for (const Var& v : inputs) node->inputs.push_back(v.defined() ? v.impl() : nullptr);
+  node->backward = std::move(fn);
+  r.impl()->requires_grad = true;
+  r.impl()->node = std::move(node);
+  return r;
+}
+
+void Var::backward(const Tensor& seed) const {
+  if (!requires_grad()) fail("backward", "the variable does not require grad (no graph was recorded)");
+  Tensor g;
+  if (seed.defined()) {
+    check_shape(seed, shape(), "backward", "seed");
+    g = seed;
+  } else {
+    if (numel() != 1) fail("backward", "backward() without a seed needs a scalar, got {}", data().str());
+    g = Tensor::full(shape(), 1.0, dtype(), device());
+  }
+  if (impl_->grad.defined()) {
+    kern::axpby(g, 1.0, impl_->grad, 1.0);
+  } else {
+    impl_->grad = g.clone();
+  }
+  if (!impl_->node) return;
+
+  // Reverse postorder of the graph above this variable, by an explicit-stack DFS.
+  std::vector<VarImpl*> order;
+  std::unordered_set<VarImpl*> seen;
+  std::vector<std::pair<VarImpl*, size_t>> stack{{impl_.get(), 0}};
+  seen.insert(impl_.get());
+  while (!stack.empty()) {
+    auto& [v, next] = stack.back();
+    const auto& ins = v->node ? v->node->inputs : std::vector<std::shared_ptr<VarImpl>>{};
+    if (next < ins.size()) {
+      VarImpl* in = ins[next++].get();
+      if (in && in->node && seen.insert(in).second) stack.push_back({in, 0});
+      continue;
+    }
+    order.push_back(v);
+    stack.pop_back();
+  }
+
+  // Hold every node while walking: releasing a node's inputs may free a VarImpl whose node
+  // comes later in the order.
+  std::vector<std::shared_ptr<Node>> nodes;
+  nodes.reserve(order.size());
+  for (auto it = order.rbegin(); it != order.rend(); ++it) nodes.push_back((*it)->node);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    VarImpl* v = order[order.size() - 1 - k];
+    const std::shared_ptr<Node>& node = nodes[k];
+    if (!node->backward)
+      fail("backward", "the graph through '{}' was already freed by an earlier backward()", node->name);
+    if (v->grad.defined()) {
+      GradSlots slots(node->inputs);
+      node->backward(v->grad, slots);
+    }
+    // Release what the node saved and the intermediate gradient.
+    node->backward = nullptr;
+    if (!v->retain_grad && v != impl_.get()) v->grad = Tensor();
+  }
+  // The graph is spent: drop the edges so intermediate data is freed with it.
+  for (const auto& node : nodes) node->inputs.clear();
+}
+
+}  // namespace saobp

@@ -1,0 +1,78 @@
+// matmul and linear. With C = A B:  ∂L/∂A = ∂L/∂C Bᵀ,  ∂L/∂B = Aᵀ ∂L/∂C — each one GEMM that
+// accumulates (beta = 1) straight into the input's gradient.
+#include "autograd/grad_util.h"
+#include "autograd/ops.h"
+
+namespace saobp {
+
+Var matmul(const Var& a, const Var& b) {
+  if (a.dim() < 2 || b.dim() < 2) fail("matmul", "operands must have rank >= 2: {} and {}", a.data().str(), b.data().str());
+  check_same_device(a.data(), b.data(), "matmul");
+  const int64_t K = a.size(-1), N = b.size(-1);
+  if (b.size(-2) != K) fail("matmul", "inner dims differ: {} @ {}", a.data().str(), b.data().str());
+  Shape out_shape = a.shape();
+  out_shape.back() = N;
+  if (b.dim() == 2) {
+    // Shared right operand (a weight): one tall GEMM over all rows of a.
+    const Tensor A = a.data().contiguous().view({-1, K});
+    bool tb;
+    const Tensor Bm = gemm_operand(b.data(), tb);
+    Tensor out = a.data().new_empty(out_shape);
+    Tensor out2 = out.view({-1, N});
+    kern::gemm(A, false, Bm, tb, out2, 1.0, 0.0);
+    return make_result(out, "matmul", {a, b}, [A, Bm, tb, K, N](const Tensor& g, GradSlots& gin) {
+      const Tensor g2 = g.contiguous().view({-1, N});
+      if (gin.needs(0)) {
+        Tensor ga = gin[0].view({-1, K});
+        kern::gemm(g2, false, Bm, !tb, ga, 1.0, 1.0);  // g Bᵀ
+      }
+      if (gin.needs(1)) {
+        Tensor& gb = gin[1];
+        kern::gemm(A, true, g2, false, gb, 1.0, 1.0);  // Aᵀ g (summed over all rows)
+      }
+    });
+  }
+  if (a.dim() != b.dim() || !std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()))
+    fail("matmul", "batched operands need equal leading dims: {} @ {}", a.data().str(), b.data().str());
+  bool ta, tb;
+  const Tensor A = gemm_operand(a.data(), ta), Bm = gemm_operand(b.data(), tb);
+  Tensor out = a.data().new_empty(out_shape);
+  kern::gemm(A, ta, Bm, tb, out, 1.0, 0.0);
+  return make_result(out, "matmul", {a, b}, [A, ta, Bm, tb](const Tensor& g, GradSlots& gin) {
+    const Tensor gc = g.contiguous();
+    // ga = g Bᵀ, written in a's logical layout (its grad buffer is contiguous).
+    if (gin.needs(0)) kern::gemm(gc, false, Bm, !tb, gin[0], 1.0, 1.0);
+    // gb = Aᵀ g
+    if (gin.needs(1)) kern::gemm(A, !ta, gc, false, gin[1], 1.0, 1.0);
+  });
+}
+
+Var linear(const Var& x, const Var& w, const Var& b) {
+  if (w.dim() != 2) fail("linear", "weight must be (OUT, IN), got {}", w.data().str());
+  const int64_t OUT = w.size(0), IN = w.size(1);
+  if (x.size(-1) != IN) fail("linear", "input {} does not match weight {}", x.data().str(), w.data().str());
+  if (b.defined()) check_shape(b.data(), {OUT}, "linear", "bias");
+  check_same_device(x.data(), w.data(), "linear");
+  const Tensor X = x.data().contiguous().view({-1, IN});
+  const Tensor W = w.data().contiguous();
+  Shape out_shape = x.shape();
+  out_shape.back() = OUT;
+  Tensor out = x.data().new_empty(out_shape);
+  Tensor o2 = out.view({-1, OUT});
+  if (b.defined()) o2.copy_from(b.data().view({1, OUT}).expand(o2.shape()));
+  kern::gemm(X, false, W, true, o2, 1.0, b.defined() ? 1.0 : 0.0);  // x Wᵀ (+ b)
+  return make_result(out, "linear", {x, w, b}, [X, W, IN, OUT](const Tensor& g, GradSlots& gin) {
+    const Tensor g2 = g.contiguous().view({-1, OUT});
+    if (gin.needs(0)) {
+      Tensor gx = gin[0].view({-1, IN});
+      kern::gemm(g2, false, W, false, gx, 1.0, 1.0);  // gx += g W
+    }
+    if (gin.needs(1)) kern::gemm(g2, true, X, false, gin[1], 1.0, 1.0);  // gW += gᵀ x
+    if (gin.needs(2)) {
+      Tensor gb = gin[2].view({1, OUT});
+      kern::reduce_sum_to(g2, gb, 1.0, true);  // gb += Σ_rows g
+    }
+  });
+}
+
+}  // namespace saobp

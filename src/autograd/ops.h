@@ -1,0 +1,60 @@
+// The differentiable ops. Each computes its forward through saobp::kern and records a
+// hand-written backward (kernels, not a composition of differentiable ops). Grouped by family:
+// functions_linalg.cpp, functions_elementwise.cpp, functions_shape.cpp, functions_nn.cpp,
+// functions_reduce.cpp.
+#pragma once
+#include <vector>
+
+#include "autograd/var.h"
+#include "tensor/backend.h"
+
+namespace saobp {
+
+// ---- linear algebra ----
+// a: (..., M, K) @ b: (K, N) or (..., K, N) with the same leading dims -> (..., M, N).
+Var matmul(const Var& a, const Var& b);
+// x: (..., IN) W: (OUT, IN) b: (OUT) or undefined -> x Wᵀ + b: (..., OUT).
+Var linear(const Var& x, const Var& w, const Var& b = Var());
+
+// ---- elementwise, broadcasting numpy-style ----
+Var add(const Var& a, const Var& b);
+Var sub(const Var& a, const Var& b);
+Var mul(const Var& a, const Var& b);
+Var div(const Var& a, const Var& b);
+Var scale(const Var& x, double alpha);  // alpha * x
+Var gelu(const Var& x, bool tanh_approx = false);
+// Inverted dropout: keeps each element with probability 1 - p (mask from Philox at `key`).
+// Identity when p == 0 or !training.
+Var dropout(const Var& x, double p, const RngKey& key, bool training = true);
+
+// ---- shape (views where possible) ----
+Var reshape(const Var& x, const Shape& shape);
+Var transpose(const Var& x, int64_t d0, int64_t d1);
+Var permute(const Var& x, const std::vector<int64_t>& order);
+Var slice(const Var& x, int64_t dim, int64_t start, int64_t end);
+std::vector<Var> split(const Var& x, int64_t dim, int64_t piece);
+Var concat(const std::vector<Var>& xs, int64_t dim);
+Var contiguous(const Var& x);
+Var split_heads(const Var& x, int64_t nh);  // (B,T,C) -> (B,NH,T,HS)
+Var merge_heads(const Var& x);              // (B,NH,T,HS) -> (B,T,C)
+
+// ---- network layers ----
+// weight: (V,C) ids: (...) i32 -> (..., C). Gradient rows are touched only for present ids.
+Var embedding(const Var& weight, const Tensor& ids);
+// Over the last dim: (x - mean) / sqrt(var + eps) * w + b.
+Var layernorm(const Var& x, const Var& w, const Var& b, double eps);
+// Over the last dim; mask: undefined or u8 broadcastable to x (1 = allowed). Masked entries and
+// rows with no allowed entry give 0 and get no gradient.
+Var softmax(const Var& x, const Tensor& mask = Tensor());
+Var log_softmax(const Var& x, const Tensor& mask = Tensor());
+// Mean over non-ignored rows of -log softmax(logits)[target]; logits: (..., V), targets: (...)
+// i32. With no counted row the loss is 0 (and so is its gradient).
+Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+// ---- reductions ----
+Var sum(const Var& x);                                     // all elements -> scalar
+Var sum(const Var& x, int64_t dim, bool keepdim = false);  // along one dim
+Var mean(const Var& x);
+Var mean(const Var& x, int64_t dim, bool keepdim = false);
+
+}  // namespace saobp

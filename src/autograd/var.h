@@ -1,0 +1,101 @@
+// Reverse-mode autograd. A Var is shared data + shared grad (flashlight's Variable): copies of
+// a Var are the same variable. An op applied to Vars computes eagerly through saobp::kern and,
+// when gradients are wanted, records a Node holding its backward closure and what it saved.
+// backward() walks the recorded graph in reverse topological order (iteratively: no recursion
+// limit on deep graphs), accumulating into each input's grad; saved tensors are released as
+// soon as their node has run.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace saobp {
+
+struct Node;
+
+struct VarImpl {
+  Tensor data;
+  Tensor grad;                 // same shape as data once any gradient reached it
+  bool requires_grad = false;  // leaves: user choice; results: any input requires grad
+  bool retain_grad = false;    // keep grad of a non-leaf after backward (tests, diagnostics)
+  std::shared_ptr<Node> node;  // producer; null for leaves
+  std::string name;            // parameter name, for messages
+};
+
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor data, bool requires_grad = false, std::string name = {});
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& data() const { return impl_->data; }
+  Tensor& data() { return impl_->data; }
+  // The accumulated gradient (undefined until backward reaches this variable).
+  const Tensor& grad() const { return impl_->grad; }
+  Tensor& grad() { return impl_->grad; }
+  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  void set_requires_grad(bool r) { impl_->requires_grad = r; }
+  void retain_grad() { impl_->retain_grad = true; }
+  bool is_leaf() const { return !impl_->node; }
+  const std::string& name() const { return impl_->name; }
+  void zero_grad();  // drops the gradient (the next backward starts from zero)
+
+  const Shape& shape() const { return impl_->data.shape(); }
+  int64_t dim() const { return impl_->data.dim(); }
+  int64_t size(int64_t d) const { return impl_->data.size(d); }
+  int64_t numel() const { return impl_->data.numel(); }
+  DType dtype() const { return impl_->data.dtype(); }
+  Device device() const { return impl_->data.device(); }
+
+  // Backpropagates from this variable: a scalar seeds 1, otherwise pass `seed` (same shape).
+  void backward(const Tensor& seed = Tensor()) const;
+
+  // A Var sharing this one's data, cut from the graph.
+  Var detach() const { return Var(impl_->data); }
+
+  const std::shared_ptr<VarImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<VarImpl> impl_;
+};
+
+// What a backward closure gets: the gradient arriving at the op's output, and for each input
+// whether it wants a gradient and (lazily zero-allocated) the buffer to accumulate into.
+class GradSlots {
+ public:
+  explicit GradSlots(const std::vector<std::shared_ptr<VarImpl>>& inputs) : inputs_(inputs) {}
+  bool needs(size_t i) const { return inputs_[i] && inputs_[i]->requires_grad; }
+  Tensor& operator[](size_t i);  // the input's grad, zeros on first use
+ private:
+  const std::vector<std::shared_ptr<VarImpl>>& inputs_;
+};
+
+using BackwardFn = std::function<void(const Tensor& gout, GradSlots& gin)>;
+
+struct Node {
+  const char* name;
+  std::vector<std::shared_ptr<VarImpl>> inputs;
+  BackwardFn backward;
+};
+
+// Wraps an op's output. When grad mode is on and any input requires grad, records `fn` (and so
+// everything it captured); otherwise drops it at once, releasing what it saved.
+Var make_result(Tensor out, const char* name, std::vector<Var> inputs, BackwardFn fn);
+
+// Grad mode (thread-local, on by default).
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace saobp

@@ -1,0 +1,102 @@
+// CPU GEMM: c = alpha op(a) op(b) + beta c, batched, through Eigen's row-major maps.
+// CUDA twin: src/tensor/cuda/gemm.cu (cuBLAS).
+//
+// Threading is ours, not Eigen's (EIGEN_DONT_PARALLELIZE): Eigen's parallel GEMM derives its
+// depth blocking from the thread count, which changes the order of the k-sum and so the bits
+// of the result. We cut the output into tiles whose size depends only on (M, N) and let each
+// thread run single-threaded Eigen on whole tiles; every output element is then computed the
+// same way whatever OMP_NUM_THREADS is.
+#include <Eigen/Core>
+
+#include "tensor/cpu/common.h"
+
+namespace saobp::cpu {
+
+namespace {
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using CMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using MMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// Tile edge lengths: rows in blocks of 256 (at least 8 blocks when M allows, so both cores get
+// work on tall products), columns whole unless there are too few row tiles to share.
+struct Tiling {
+  int64_t tm, tn;
+};
+Tiling choose_tiles(int64_t M, int64_t N, int64_t batch) {
+  int64_t tm = M >= 2048 ? 256 : std::max<int64_t>(64, (M + 7) / 8);
+  tm = std::min(tm, std::max<int64_t>(M, 1));
+  int64_t tn = N;
+  const int64_t row_tiles = (M + tm - 1) / tm;
+  if (batch * row_tiles < 8 && N >= 512) tn = std::max<int64_t>(256, (N + 3) / 4 / 64 * 64);
+  return {tm, std::max<int64_t>(tn, 1)};
+}
+
+template <class T>
+void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  // c: (Bc, M, N); a: (Ba, M, K) [or (Ba, K, M) if ta]; b: (Bb, K, N) [or (Bb, N, K) if tb].
+  if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
+    fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
+  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
+    fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
+  const int64_t M = c.size(-2), N = c.size(-1);
+  const int64_t K = ta ? a.size(-2) : a.size(-1);
+  const int64_t am = ta ? a.size(-1) : a.size(-2);
+  const int64_t bk = tb ? b.size(-1) : b.size(-2), bn = tb ? b.size(-2) : b.size(-1);
+  if (am != M || bk != K || bn != N)
+    fail("gemm", "shapes do not match: a {}{} b {}{} c {}", a.str(), ta ? "^T" : "", b.str(),
+         tb ? "^T" : "", c.str());
+  const int64_t Bc = c.numel() / std::max<int64_t>(M * N, 1);
+  const int64_t Ba = a.numel() / std::max<int64_t>(M * K, 1), Bb = b.numel() / std::max<int64_t>(K * N, 1);
+  if ((Ba != Bc && Ba != 1) || (Bb != Bc && Bb != 1))
+    fail("gemm", "batch sizes differ: a {} b {} c {}", a.str(), b.str(), c.str());
+  if (M == 0 || N == 0) return;
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  T* cp = c.data<T>();
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const Tiling tl = choose_tiles(M, N, Bc);
+  const int64_t mt = (M + tl.tm - 1) / tl.tm, nt = (N + tl.tn - 1) / tl.tn;
+  const int64_t tiles = Bc * mt * nt;
+#pragma omp parallel for schedule(static) if (tiles > 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t bi = t / (mt * nt), i0 = (t / nt) % mt * tl.tm, j0 = t % nt * tl.tn;
+    const int64_t m = std::min(tl.tm, M - i0), n = std::min(tl.tn, N - j0);
+    const T* A = ap + (Ba == 1 ? 0 : bi * M * K);
+    const T* Bm = bp + (Bb == 1 ? 0 : bi * K * N);
+    MMap<T> C(cp + bi * M * N + i0 * N + j0, m, n, Eigen::OuterStride<>(N));
+    if (K == 0) {
+      if (beta == 0) C.setZero(); else C *= be;
+      continue;
+    }
+    // Row block of op(a) and column block of op(b), as maps with the right strides.
+    auto run = [&](const auto& Ablk, const auto& Bblk) {
+      if (beta == 0) C.noalias() = al * (Ablk * Bblk);
+      else {
+        if (beta != 1) C *= be;
+        C.noalias() += al * (Ablk * Bblk);
+      }
+    };
+    if (!ta && !tb) run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
+                        CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+    else if (ta && !tb) run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
+                            CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+    else if (!ta && tb) run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
+                            CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+    else run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
+             CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+  }
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  check_dtype(a, c.dtype(), "gemm", "a");
+  check_dtype(b, c.dtype(), "gemm", "b");
+  dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
+}
+
+}  // namespace saobp::cpu

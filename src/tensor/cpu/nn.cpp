@@ -1,0 +1,361 @@
+// CPU kernels of the network layers: GELU, LayerNorm, (log-)softmax with masks, embedding,
+// cross-entropy. Each forward sits above its backward; the derivation is in the comment.
+// CUDA twins: src/tensor/cuda/nn.cu, embedding.cu, loss.cu.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensor/cpu/common.h"
+
+namespace saobp::cpu {
+
+// ------------------------------------------------------------------------------------- GELU
+// exact:  y = x Φ(x) = 0.5 x (1 + erf(x/√2))            y' = Φ(x) + x φ(x), φ(x) = e^{-x²/2}/√(2π)
+// tanh:   u = √(2/π)(x + 0.044715 x³), y = 0.5 x (1 + tanh u)
+//         y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) √(2/π) (1 + 3·0.044715 x²)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+template <class T>
+static inline T gelu_value(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    const T u = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(u));
+  }
+  return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
+}
+
+template <class T>
+static inline T gelu_grad(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    const T u = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    const T t = std::tanh(u);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
+  }
+  return T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2))) + x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+}
+
+// x, y: contiguous, same shape.
+void gelu_forward(const Tensor& x, Tensor& y, bool tanh_approx) {
+  check_shape(y, x.shape(), "gelu", "output");
+  dispatch_float(x.dtype(), "gelu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) yp[i] = gelu_value(xp[i], tanh_approx);
+    });
+  });
+}
+
+// gx += gy * GELU'(x).
+void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx) {
+  check_shape(gy, x.shape(), "gelu_backward", "gy");
+  check_shape(gx, x.shape(), "gelu_backward", "gx");
+  dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    const T* g = gy.data<T>();
+    T* out = gx.data<T>();
+    parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] += g[i] * gelu_grad(xp[i], tanh_approx);
+    });
+  });
+}
+
+// -------------------------------------------------------------------------------- LayerNorm
+// Forward, per row of C:  μ = Σx/C,  σ² = Σ(x-μ)²/C,  r = 1/√(σ² + eps),  n = (x-μ) r,
+//                         y = n w + b.
+// Backward: with d = gy w (the gradient at n),
+//   gx = r (d - mean(d) - n mean(d n)),   gw = Σ_rows gy n,   gb = Σ_rows gy.
+
+// x: (N,C)  w,b: (C)  y: (N,C)  mean,rstd: (N)
+void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, Tensor& y,
+                       Tensor& mean, Tensor& rstd) {
+  const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);
+  check_shape(w, {C}, "layernorm", "weight");
+  check_shape(b, {C}, "layernorm", "bias");
+  check_shape(y, x.shape(), "layernorm", "output");
+  if (mean.numel() != N || rstd.numel() != N) fail("layernorm", "mean/rstd must hold {} rows", N);
+  dispatch_float(x.dtype(), "layernorm", [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = x.data<T>(), *wp = w.data<T>(), *bp = b.data<T>();
+    T *yp = y.data<T>(), *mp = mean.data<T>(), *rp = rstd.data<T>();
+    parallel_for(N, row_grain(C), [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) {
+        const T* xr = xp + n * C;
+        double acc = 0;
+        for (int64_t c = 0; c < C; ++c) acc += xr[c];
+        const double mu = acc / C;
+        double var = 0;
+        for (int64_t c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+        const T m = static_cast<T>(mu), r = static_cast<T>(1.0 / std::sqrt(var / C + eps));
+        T* yr = yp + n * C;
+        for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * r * wp[c] + bp[c];
+        mp[n] = m;
+        rp[n] = r;
+      }
+    });
+  });
+}
+
+// Accumulates gx (N,C), gw (C), gb (C); undefined ones are skipped. gw/gb are summed over fixed
+// row blocks whose partial sums are then added in block order.
+void layernorm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& gy, Tensor& gx, Tensor& gw, Tensor& gb) {
+  const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);
+  check_shape(gy, x.shape(), "layernorm_backward", "gy");
+  dispatch_float(x.dtype(), "layernorm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = x.data<T>(), *wp = w.data<T>(), *mp = mean.data<T>(), *rp = rstd.data<T>();
+    const T* gp = gy.data<T>();
+    T* gxp = gx.defined() ? gx.data<T>() : nullptr;
+    const bool params = gw.defined() || gb.defined();
+    const int64_t grain = std::max<int64_t>(64, (N + 255) / 256), blocks = (N + grain - 1) / grain;
+    std::vector<double> pw(params ? static_cast<size_t>(blocks * C) : 0, 0.0), pb(pw.size(), 0.0);
+    parallel_for(N, grain, [&](int64_t s, int64_t e) {
+      double* bw = params ? pw.data() + s / grain * C : nullptr;
+      double* bb = params ? pb.data() + s / grain * C : nullptr;
+      for (int64_t n = s; n < e; ++n) {
+        const T *xr = xp + n * C, *g = gp + n * C;
+        const T m = mp[n], r = rp[n];
+        if (gxp) {
+          double dmean = 0, dnmean = 0;
+          for (int64_t c = 0; c < C; ++c) {
+            const T d = g[c] * wp[c];
+            dmean += d;
+            dnmean += d * ((xr[c] - m) * r);
+          }
+          const T dm = static_cast<T>(dmean / C), dnm = static_cast<T>(dnmean / C);
+          T* out = gxp + n * C;
+          for (int64_t c = 0; c < C; ++c) {
+            const T nrm = (xr[c] - m) * r;
+            out[c] += (g[c] * wp[c] - dm - nrm * dnm) * r;
+          }
+        }
+        if (params)
+          for (int64_t c = 0; c < C; ++c) {
+            bw[c] += g[c] * ((xr[c] - m) * r);
+            bb[c] += g[c];
+          }
+      }
+    });
+    if (!params) return;
+    for (int64_t c = 0; c < C; ++c) {
+      double sw = 0, sb = 0;
+      for (int64_t k = 0; k < blocks; ++k) sw += pw[k * C + c], sb += pb[k * C + c];
+      if (gw.defined()) gw.data<T>()[c] += static_cast<T>(sw);
+      if (gb.defined()) gb.data<T>()[c] += static_cast<T>(sb);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------- softmax
+// Over the allowed entries a of a row:  y_a = e^{x_a - m} / Σ_a' e^{x_a' - m}  (m = max x_a),
+// log form  y_a = x_a - m - log Σ e^{x_a' - m}. Masked entries and rows with no allowed entry
+// give 0 (never NaN): they carry no probability and receive no gradient.
+// Backward: softmax  gx_a = y_a (gy_a - Σ_a' gy_a' y_a');  log-softmax  gx_a = gy_a - e^{y_a} Σ gy_a'.
+
+namespace {
+// Offset of row r's mask in a strided (broadcast) mask of x's shape.
+struct MaskRows {
+  const uint8_t* base = nullptr;
+  Shape lead, lead_strides;
+  int64_t step = 0;
+  MaskRows(const Tensor& mask, const Tensor& x, const char* op) {
+    if (!mask.defined()) return;
+    check_dtype(mask, DType::u8, op, "mask");
+    const Tensor m = mask.shape() == x.shape() ? mask : mask.expand(x.shape());
+    base = m.data<uint8_t>();
+    lead.assign(m.shape().begin(), m.shape().end() - 1);
+    lead_strides.assign(m.strides().begin(), m.strides().end() - 1);
+    step = m.stride(-1);
+  }
+  const uint8_t* row(int64_t r) const {
+    int64_t off = 0;
+    for (size_t i = lead.size(); i-- > 0;) {
+      off += (r % lead[i]) * lead_strides[i];
+      r /= lead[i];
+    }
+    return base + off;
+  }
+};
+}  // namespace
+
+// x, y: (rows, C) contiguous; mask: undefined or u8 broadcastable to x.
+void softmax_forward(const Tensor& x, const Tensor& mask, Tensor& y, bool log) {
+  check_shape(y, x.shape(), "softmax", "output");
+  const int64_t C = x.size(-1), R = x.numel() / std::max<int64_t>(C, 1);
+  const MaskRows mr(mask, x, "softmax");
+  dispatch_float(x.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(R, row_grain(C), [&](int64_t s, int64_t e) {
+      for (int64_t r = s; r < e; ++r) {
+        const T* xr = xp + r * C;
+        T* yr = yp + r * C;
+        const uint8_t* m = mr.base ? mr.row(r) : nullptr;
+        auto allowed = [&](int64_t c) { return !m || m[c * mr.step]; };
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t c = 0; c < C; ++c)
+          if (allowed(c) && xr[c] > mx) mx = xr[c];
+        if (mx == -std::numeric_limits<T>::infinity()) {  // nothing allowed (or all -inf)
+          for (int64_t c = 0; c < C; ++c) yr[c] = T(0);
+          continue;
+        }
+        double sum = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          const T v = allowed(c) ? std::exp(xr[c] - mx) : T(0);
+          yr[c] = v;
+          sum += v;
+        }
+        if (log) {
+          const T lse = static_cast<T>(std::log(sum));
+          for (int64_t c = 0; c < C; ++c) yr[c] = allowed(c) ? xr[c] - mx - lse : T(0);
+        } else {
+          const T inv = static_cast<T>(1.0 / sum);
+          for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
+        }
+      }
+    });
+  });
+}
+
+// gx += backward of softmax_forward given its output y.
+void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, Tensor& gx, bool log) {
+  check_shape(gy, y.shape(), "softmax_backward", "gy");
+  check_shape(gx, y.shape(), "softmax_backward", "gx");
+  const int64_t C = y.size(-1), R = y.numel() / std::max<int64_t>(C, 1);
+  const MaskRows mr(mask, y, "softmax_backward");
+  dispatch_float(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *yp = y.data<T>(), *gp = gy.data<T>();
+    T* out = gx.data<T>();
+    parallel_for(R, row_grain(C), [&](int64_t s, int64_t e) {
+      for (int64_t r = s; r < e; ++r) {
+        const T *yr = yp + r * C, *g = gp + r * C;
+        T* o = out + r * C;
+        const uint8_t* m = mr.base ? mr.row(r) : nullptr;
+        auto allowed = [&](int64_t c) { return !m || m[c * mr.step]; };
+        if (log) {
+          bool any = false;
+          double sg = 0;
+          for (int64_t c = 0; c < C; ++c)
+            if (allowed(c)) sg += g[c], any = true;
+          if (!any) continue;
+          // A row whose allowed entries were all -inf has y == 0 everywhere: no gradient.
+          const T sgt = static_cast<T>(sg);
+          for (int64_t c = 0; c < C; ++c)
+            if (allowed(c)) o[c] += g[c] - std::exp(yr[c]) * sgt;
+        } else {
+          double dot = 0;
+          for (int64_t c = 0; c < C; ++c) dot += g[c] * yr[c];
+          const T d = static_cast<T>(dot);
+          for (int64_t c = 0; c < C; ++c) o[c] += yr[c] * (g[c] - d);
+        }
+      }
+    });
+  });
+}
+
+// -------------------------------------------------------------------------------- embedding
+
+static void check_ids(const Tensor& ids, int64_t V, const char* op, const char* what, int64_t ignore) {
+  check_dtype(ids, DType::i32, op, what);
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t n = 0; n < ids.numel(); ++n)
+    if ((p[n] < 0 || p[n] >= V) && p[n] != ignore)
+      fail(op, "{} {} at position {} is outside [0, {})", what, p[n], n, V);
+}
+
+// weight: (V,C)  ids: (N) i32  out: (N,C)
+void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out) {
+  const int64_t V = weight.size(0), C = weight.size(1), N = ids.numel();
+  check_shape(out, {N, C}, "embedding", "output");
+  check_ids(ids, V, "embedding", "id", -1);
+  dispatch_float(weight.dtype(), "embedding", [&](auto tag) {
+    using T = decltype(tag);
+    const T* w = weight.data<T>();
+    const int32_t* id = ids.data<int32_t>();
+    T* o = out.data<T>();
+    parallel_for(N, row_grain(C), [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) std::copy_n(w + id[n] * C, C, o + n * C);
+    });
+  });
+}
+
+// gweight[ids[n]] += gout[n]. Threads own column blocks and walk n in order: deterministic, no
+// atomics, and only the rows of ids present are touched.
+void embedding_backward(const Tensor& ids, const Tensor& gout, Tensor& gweight) {
+  const int64_t V = gweight.size(0), C = gweight.size(1), N = ids.numel();
+  check_shape(gout, {N, C}, "embedding_backward", "gout");
+  check_ids(ids, V, "embedding_backward", "id", -1);
+  dispatch_float(gweight.dtype(), "embedding_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int32_t* id = ids.data<int32_t>();
+    const T* g = gout.data<T>();
+    T* w = gweight.data<T>();
+    parallel_for(C, 64, [&](int64_t cb, int64_t ce) {
+      for (int64_t n = 0; n < N; ++n) {
+        T* dst = w + id[n] * C;
+        const T* src = g + n * C;
+        for (int64_t c = cb; c < ce; ++c) dst[c] += src[c];
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------- cross-entropy
+// loss_n = lse_n - x_{n,t_n},  lse_n = log Σ_v e^{x_{n,v}};  ∂loss_n/∂x_{n,v} = p_{n,v} - [v = t_n].
+
+// logits: (N,V)  targets: (N) i32  losses, lse: (N)
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                           Tensor& losses, Tensor& lse) {
+  const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
+  if (targets.numel() != N) fail("cross_entropy", "{} targets for {} rows of logits {}", targets.numel(), N, logits.str());
+  check_ids(targets, V, "cross_entropy", "target", ignore_index);
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.data<T>();
+    const int32_t* t = targets.data<int32_t>();
+    T *lp = losses.data<T>(), *sp = lse.data<T>();
+    parallel_for(N, row_grain(V), [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) {
+        const T* xr = x + n * V;
+        T mx = xr[0];
+        for (int64_t v = 1; v < V; ++v) mx = std::max(mx, xr[v]);
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(xr[v] - mx);
+        const T l = mx + static_cast<T>(std::log(sum));
+        sp[n] = l;
+        lp[n] = t[n] == ignore_index ? T(0) : l - xr[t[n]];
+      }
+    });
+  });
+}
+
+// glogits[n] += gloss[n] (softmax(logits[n]) - onehot(t_n)); ignored rows get nothing.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                            const Tensor& gloss, int64_t ignore_index, Tensor& glogits) {
+  const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
+  check_shape(glogits, logits.shape(), "cross_entropy_backward", "glogits");
+  dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = logits.data<T>(), *sp = lse.data<T>(), *gl = gloss.data<T>();
+    const int32_t* t = targets.data<int32_t>();
+    T* o = glogits.data<T>();
+    parallel_for(N, row_grain(V), [&](int64_t s, int64_t e) {
+      for (int64_t n = s; n < e; ++n) {
+        if (t[n] == ignore_index) continue;
+        const T *xr = x + n * V, g = gl[n], l = sp[n];
+        T* orow = o + n * V;
+        for (int64_t v = 0; v < V; ++v) orow[v] += g * std::exp(xr[v] - l);
+        orow[t[n]] -= g;
+      }
+    });
+  });
+}
+
+}  // namespace saobp::cpu

@@ -1,0 +1,25 @@
+// `saobp info`: what this build is and what it sees.
+#include <omp.h>
+
+#include <Eigen/Core>
+
+#include "cli/commands.h"
+#include "tensor/backend.h"
+
+namespace saobp::cli {
+
+void register_info(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("info", "Print the build configuration and the devices found");
+  add_command(sub, [] {
+    fmt::print("saobp 0.1.0\n");
+    fmt::print("  OpenMP threads : {}\n", omp_get_max_threads());
+    fmt::print("  Eigen          : {}.{}.{} ({})\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+               EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse());
+    fmt::print("  CUDA backend   : {}\n", cuda::built() ? "built" : "not built");
+    if (cuda::available()) fmt::print("  GPU            : {}\n", cuda::device_name(0));
+    else if (cuda::built()) fmt::print("  GPU            : none found\n");
+    return 0;
+  });
+}
+
+}  // namespace saobp::cli

@@ -1,0 +1,33 @@
+#include "cli/commands.h"
+
+#include <vector>
+
+namespace saobp::cli {
+
+namespace {
+struct Entry {
+  CLI::App* sub;
+  std::function<int()> run;
+};
+std::vector<Entry>& registry() {
+  static std::vector<Entry> r;
+  return r;
+}
+}  // namespace
+
+void add_command(CLI::App* sub, std::function<int()> run) { registry().push_back({sub, std::move(run)}); }
+
+void register_all(CLI::App& app) {
+  register_info(app);
+  register_smoke(app);
+  register_bench_kernels(app);
+}
+
+int run_selected(CLI::App& app) {
+  (void)app;
+  for (const Entry& e : registry())
+    if (e.sub->parsed()) return e.run();
+  return 1;
+}
+
+}  // namespace saobp::cli
