@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds the CPU reference, runs every test; when nvcc is present also
+# builds the CUDA backend (a compile check) and, when a GPU is present, runs the tests there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh
+
+jobs=$(nproc)
+echo "== CPU build (Release, SAOBP_CUDA=OFF)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=OFF >/dev/null
+ninja -C build -j "$jobs"
+echo "== CPU tests"
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -j "$jobs" --output-on-failure
+
+nvcc_bin=$(command -v nvcc || true)
+[[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]] && nvcc_bin=/usr/local/cuda/bin/nvcc
+if [[ -n $nvcc_bin ]]; then
+  echo "== CUDA build (SAOBP_CUDA=ON, $($nvcc_bin --version | tail -1))"
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc_bin" >/dev/null
+  ninja -C build-cuda -j "$jobs"
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    echo "== GPU tests"
+    ctest --test-dir build-cuda -j 1 --output-on-failure
+  else
+    echo "== no GPU here: CUDA backend compiled, GPU tests not run"
+  fi
+else
+  echo "== nvcc not found: CUDA backend not built"
+fi
