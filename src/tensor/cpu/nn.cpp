@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tensor/cpu/common.h"
+#include "tensor/cpu/vec_math.h"
 
 namespace saobp::cpu {
 
@@ -85,11 +86,11 @@ void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double
     parallel_for(N, row_grain(C), [&](int64_t s, int64_t e) {
       for (int64_t n = s; n < e; ++n) {
         const T* xr = xp + n * C;
-        double acc = 0;
-        for (int64_t c = 0; c < C; ++c) acc += xr[c];
-        const double mu = acc / C;
-        double var = 0;
-        for (int64_t c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+        const double mu = lane_sum(C, [&](int64_t c) { return xr[c]; }) / C;
+        const double var = lane_sum(C, [&](int64_t c) {
+          const double d = xr[c] - mu;
+          return d * d;
+        });
         const T m = static_cast<T>(mu), r = static_cast<T>(1.0 / std::sqrt(var / C + eps));
         T* yr = yp + n * C;
         for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * r * wp[c] + bp[c];
@@ -121,12 +122,8 @@ void layernorm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, co
         const T *xr = xp + n * C, *g = gp + n * C;
         const T m = mp[n], r = rp[n];
         if (gxp) {
-          double dmean = 0, dnmean = 0;
-          for (int64_t c = 0; c < C; ++c) {
-            const T d = g[c] * wp[c];
-            dmean += d;
-            dnmean += d * ((xr[c] - m) * r);
-          }
+          const double dmean = lane_sum(C, [&](int64_t c) { return g[c] * wp[c]; });
+          const double dnmean = lane_sum(C, [&](int64_t c) { return g[c] * wp[c] * ((xr[c] - m) * r); });
           const T dm = static_cast<T>(dmean / C), dnm = static_cast<T>(dnmean / C);
           T* out = gxp + n * C;
           for (int64_t c = 0; c < C; ++c) {
@@ -198,19 +195,18 @@ void softmax_forward(const Tensor& x, const Tensor& mask, Tensor& y, bool log) {
         T* yr = yp + r * C;
         const uint8_t* m = mr.base ? mr.row(r) : nullptr;
         auto allowed = [&](int64_t c) { return !m || m[c * mr.step]; };
-        T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t c = 0; c < C; ++c)
-          if (allowed(c) && xr[c] > mx) mx = xr[c];
+        const T mx = m ? lane_max(C, [&](int64_t c) { return allowed(c) ? xr[c] : -std::numeric_limits<T>::infinity(); })
+                       : lane_max(C, [&](int64_t c) { return xr[c]; });
         if (mx == -std::numeric_limits<T>::infinity()) {  // nothing allowed (or all -inf)
           for (int64_t c = 0; c < C; ++c) yr[c] = T(0);
           continue;
         }
-        double sum = 0;
-        for (int64_t c = 0; c < C; ++c) {
-          const T v = allowed(c) ? std::exp(xr[c] - mx) : T(0);
-          yr[c] = v;
-          sum += v;
+        if (m) {
+          for (int64_t c = 0; c < C; ++c) yr[c] = allowed(c) ? exp_approx(xr[c] - mx) : T(0);
+        } else {
+          for (int64_t c = 0; c < C; ++c) yr[c] = exp_approx(xr[c] - mx);
         }
+        const double sum = lane_sum(C, [&](int64_t c) { return yr[c]; });
         if (log) {
           const T lse = static_cast<T>(std::log(sum));
           for (int64_t c = 0; c < C; ++c) yr[c] = allowed(c) ? xr[c] - mx - lse : T(0);
@@ -240,19 +236,16 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, Ten
         const uint8_t* m = mr.base ? mr.row(r) : nullptr;
         auto allowed = [&](int64_t c) { return !m || m[c * mr.step]; };
         if (log) {
-          bool any = false;
-          double sg = 0;
-          for (int64_t c = 0; c < C; ++c)
-            if (allowed(c)) sg += g[c], any = true;
+          bool any = !m;
+          for (int64_t c = 0; m && c < C && !any; ++c) any = allowed(c);
           if (!any) continue;
+          const double sg = lane_sum(C, [&](int64_t c) { return allowed(c) ? g[c] : T(0); });
           // A row whose allowed entries were all -inf has y == 0 everywhere: no gradient.
           const T sgt = static_cast<T>(sg);
           for (int64_t c = 0; c < C; ++c)
-            if (allowed(c)) o[c] += g[c] - std::exp(yr[c]) * sgt;
+            if (allowed(c)) o[c] += g[c] - exp_approx(yr[c]) * sgt;
         } else {
-          double dot = 0;
-          for (int64_t c = 0; c < C; ++c) dot += g[c] * yr[c];
-          const T d = static_cast<T>(dot);
+          const T d = static_cast<T>(lane_sum(C, [&](int64_t c) { return g[c] * yr[c]; }));
           for (int64_t c = 0; c < C; ++c) o[c] += yr[c] * (g[c] - d);
         }
       }
@@ -324,10 +317,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
     parallel_for(N, row_grain(V), [&](int64_t s, int64_t e) {
       for (int64_t n = s; n < e; ++n) {
         const T* xr = x + n * V;
-        T mx = xr[0];
-        for (int64_t v = 1; v < V; ++v) mx = std::max(mx, xr[v]);
-        double sum = 0;
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(xr[v] - mx);
+        const T mx = lane_max(V, [&](int64_t v) { return xr[v]; });
+        const double sum = lane_sum(V, [&](int64_t v) { return exp_approx(xr[v] - mx); });
         const T l = mx + static_cast<T>(std::log(sum));
         sp[n] = l;
         lp[n] = t[n] == ignore_index ? T(0) : l - xr[t[n]];
@@ -351,7 +342,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
         if (t[n] == ignore_index) continue;
         const T *xr = x + n * V, g = gl[n], l = sp[n];
         T* orow = o + n * V;
-        for (int64_t v = 0; v < V; ++v) orow[v] += g * std::exp(xr[v] - l);
+        for (int64_t v = 0; v < V; ++v) orow[v] += g * exp_approx(xr[v] - l);
         orow[t[n]] -= g;
       }
     });

@@ -1,0 +1,77 @@
+// Deterministic vectorizable math for the CPU kernels.
+//
+// Without -ffast-math GCC neither vectorizes calls to expf nor reorders a reduction, so a row
+// softmax is bound by scalar libm calls and a row sum by the latency of one dependent add chain.
+// The two helpers below fix both while staying bitwise reproducible:
+// - exp_approx(float): Cephes' expf, written as plain float arithmetic that the compiler
+//   vectorizes; with -ffp-contract=off the vector and scalar code perform the same IEEE
+//   operations, so an element's value does not depend on where a loop's vector body ends.
+//   Max relative error ≈ 2 ulp over the float range. Doubles use std::exp (gradient checks).
+// - lane_sum: sums in 16 interleaved lanes (element c goes to lane c % 16), then adds the lanes
+//   in order: a fixed order that depends only on the length, and 16 independent add chains.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <bit>
+
+namespace saobp::cpu {
+
+inline float exp_approx(float x) {
+  // exp(x) = 2^n · e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two for accuracy).
+  x = x > 88.0f ? 88.0f : x;  // keeps 2^n finite (n <= 127)
+  x = x < -87.3365447504f ? -87.3365447504f : x;  // e^x below FLT_MIN flushes to ~1e-38, not 0
+  // Round to nearest by adding and subtracting 1.5·2^23 (std::floor would block vectorizing).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+inline double exp_approx(double x) { return std::exp(x); }
+
+// True exp(-inf) = 0 is needed where masked logits reach exp: callers test for -inf first.
+
+template <class F>
+inline double lane_sum(int64_t n, F&& value) {
+  constexpr int L = 16;
+  double acc[L] = {};
+  int64_t c = 0;
+  for (; c + L <= n; c += L)
+    for (int j = 0; j < L; ++j) acc[j] += static_cast<double>(value(c + j));
+  for (int j = 0; c + j < n; ++j) acc[j] += static_cast<double>(value(c + j));
+  double s = 0;
+  for (int j = 0; j < L; ++j) s += acc[j];
+  return s;
+}
+
+}  // namespace saobp::cpu
+
+namespace saobp::cpu {
+
+// Max over value(0..n-1) in 16 interleaved lanes (exact, so any lane order gives the same
+// result; the lanes only break the dependency chain). -inf for n == 0.
+template <class F>
+inline auto lane_max(int64_t n, F&& value) -> decltype(value(int64_t{0})) {
+  using T = decltype(value(int64_t{0}));
+  constexpr int L = 16;
+  T acc[L];
+  for (int j = 0; j < L; ++j) acc[j] = -std::numeric_limits<T>::infinity();
+  int64_t c = 0;
+  for (; c + L <= n; c += L)
+    for (int j = 0; j < L; ++j) {
+      const T v = value(c + j);
+      acc[j] = v > acc[j] ? v : acc[j];
+    }
+  for (int j = 0; c + j < n; ++j) acc[j] = value(c + j) > acc[j] ? value(c + j) : acc[j];
+  T m = acc[0];
+  for (int j = 1; j < L; ++j) m = acc[j] > m ? acc[j] : m;
+  return m;
+}
+
+}  // namespace saobp::cpu
