@@ -82,6 +82,32 @@ Var scale(const Var& x, double alpha) {
   });
 }
 
+Var add_scalar(const Var& x, double alpha) {
+  const Tensor X = x.data().contiguous();
+  Tensor out = X.clone();
+  Tensor a = Tensor::full({1}, alpha, X.dtype(), X.device());
+  kern::binary(BinaryOp::add, X, a, out);
+  return make_result(out, "add_scalar", {x}, [](const Tensor& g, GradSlots& gin) {
+    kern::axpby(g.contiguous(), 1.0, gin[0], 1.0);
+  });
+}
+
+namespace {
+Var unary_op(const Var& x, UnaryOp op, const char* name) {
+  const Tensor X = x.data().contiguous();
+  Tensor out = X.new_empty(X.shape());
+  kern::unary(op, X, out);
+  return make_result(out, name, {x}, [X, out, op](const Tensor& g, GradSlots& gin) {
+    kern::unary_backward(op, X, out, g.contiguous(), gin[0]);
+  });
+}
+}  // namespace
+
+Var exp(const Var& x) { return unary_op(x, UnaryOp::exp, "exp"); }
+Var log(const Var& x) { return unary_op(x, UnaryOp::log, "log"); }
+Var log1p(const Var& x) { return unary_op(x, UnaryOp::log1p, "log1p"); }
+Var softplus(const Var& x) { return unary_op(x, UnaryOp::softplus, "softplus"); }
+
 Var gelu(const Var& x, bool tanh_approx) {
   const Tensor X = x.data().contiguous();
   Tensor out = X.new_empty(X.shape());

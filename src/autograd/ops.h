@@ -22,6 +22,11 @@ Var sub(const Var& a, const Var& b);
 Var mul(const Var& a, const Var& b);
 Var div(const Var& a, const Var& b);
 Var scale(const Var& x, double alpha);  // alpha * x
+Var add_scalar(const Var& x, double alpha);  // x + alpha
+Var exp(const Var& x);
+Var log(const Var& x);
+Var log1p(const Var& x);
+Var softplus(const Var& x);  // log(1 + e^x), the map that keeps a learnable λ >= 0
 Var gelu(const Var& x, bool tanh_approx = false);
 // Inverted dropout: keeps each element with probability 1 - p (mask from Philox at `key`).
 // Identity when p == 0 or !training.

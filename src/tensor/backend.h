@@ -13,6 +13,17 @@ namespace saobp {
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
 enum class RandomKind : uint8_t { uniform, normal };
+enum class UnaryOp : uint8_t { exp, log, log1p, softplus };
+
+// Attention variants (src/attention/): plain softmax, SAOBP with the repulsive (BP-High) or
+// attractive (BP-Low) Potts factor, and the non-Potts BP-ElemMul baseline.
+enum class AttnVariant : uint8_t { original, bp_high, bp_low, bp_elemmul };
+struct AttnParams {
+  AttnVariant variant = AttnVariant::original;
+  bool causal = false;  // decoder: keys k <= query j, senders i < j
+  int steps = 1;        // BP steps (each refines the previous beliefs)
+  double scale = 1.0;   // score scale, 1/sqrt(HS)
+};
 
 // Where a stream of random numbers comes from: value i of a draw is a pure function of
 // (seed, stream, offset + i), so no result depends on thread count or device.

@@ -77,5 +77,27 @@
   X(cross_entropy_backward, glogits, (const Tensor& logits, const Tensor& targets,           \
                                       const Tensor& lse, const Tensor& gloss,                 \
                                       int64_t ignore_index, Tensor& glogits),                 \
-    (logits, targets, lse, gloss, ignore_index, glogits))
+    (logits, targets, lse, gloss, ignore_index, glogits))                                                 \
+  /* y = f(x) elementwise, f in UnaryOp (exp, log, log1p, softplus). x, y contiguous.       */ \
+  X(unary, y, (UnaryOp op, const Tensor& x, Tensor& y), (op, x, y))                          \
+  /* gx += gy * f'(x) (y = f(x) given). accumulates.                                        */ \
+  X(unary_backward, gx, (UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy,     \
+                         Tensor& gx), (op, x, y, gy, gx))                                     \
+  /* Self-attention of every (batch, head) tile, SAOBP refinement included (docs/saobp-     */ \
+  /* gradients.md). q,k,v,out: (B,NH,T,HS); key_mask: (B,T) u8 (1 = token) or undefined;    */ \
+  /* lambda: (NH) (BP variants); probs: (B,NH,T,T) the final attention; saved: BP           */ \
+  /* (steps,B,NH,T,T) beliefs b^0 = A .. b^{steps-1}, ElemMul (1,B,NH,T,T) A, original      */ \
+  /* undefined; aux: ElemMul (B,NH,T) row sums, else undefined.                              */ \
+  X(attention_forward, out, (const Tensor& q, const Tensor& k, const Tensor& v,             \
+                             const Tensor& key_mask, const Tensor& lambda,                   \
+                             const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved, \
+                             Tensor& aux),                                                   \
+    (q, k, v, key_mask, lambda, p, out, probs, saved, aux))                                   \
+  /* accumulates gq, gk, gv (B,NH,T,HS) and glambda (NH); an undefined gradient is skipped. */ \
+  X(attention_backward, gout, (const Tensor& q, const Tensor& k, const Tensor& v,           \
+                               const Tensor& key_mask, const Tensor& lambda,                 \
+                               const AttnParams& p, const Tensor& probs, const Tensor& saved,\
+                               const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk,\
+                               Tensor& gv, Tensor& glambda),                                 \
+    (q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda))
 // clang-format on

@@ -21,6 +21,8 @@ void register_all(CLI::App& app) {
   register_info(app);
   register_smoke(app);
   register_bench_kernels(app);
+  register_gradcheck(app);
+  register_explain(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -15,5 +15,7 @@ int run_selected(CLI::App& app);
 void register_info(CLI::App& app);
 void register_smoke(CLI::App& app);
 void register_bench_kernels(CLI::App& app);
+void register_gradcheck(CLI::App& app);
+void register_explain(CLI::App& app);
 
 }  // namespace saobp::cli

@@ -1,5 +1,6 @@
 // CPU kernels: fill, copy, cast, axpby, binary (broadcast), reduce_sum_to.
 // CUDA twins: src/tensor/cuda/elementwise.cu, src/tensor/cuda/reduce.cu.
+#include <cmath>
 #include <cstring>
 
 #include "tensor/cpu/common.h"
@@ -221,6 +222,52 @@ void reduce_sum_to(const Tensor& src, Tensor& dst, double alpha, bool accumulate
           acc += s[off];
         }
         store(k, acc);
+      }
+    });
+  });
+}
+
+}  // namespace saobp::cpu
+
+namespace saobp::cpu {
+
+// y = f(x):  exp, log, log1p, softplus(x) = log(1 + e^x) (computed as max(x,0) + log1p(e^-|x|)).
+// f'(x):     exp → y,  log → 1/x,  log1p → 1/(1+x),  softplus → σ(x) = 1/(1 + e^-x).
+void unary(UnaryOp op, const Tensor& x, Tensor& y) {
+  check_shape(y, x.shape(), "unary", "output");
+  dispatch_float(x.dtype(), "unary", [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T v = xp[i];
+        switch (op) {
+          case UnaryOp::exp: yp[i] = std::exp(v); break;
+          case UnaryOp::log: yp[i] = std::log(v); break;
+          case UnaryOp::log1p: yp[i] = std::log1p(v); break;
+          case UnaryOp::softplus: yp[i] = std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v))); break;
+        }
+      }
+    });
+  });
+}
+
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy, Tensor& gx) {
+  check_shape(gy, x.shape(), "unary_backward", "gy");
+  check_shape(gx, x.shape(), "unary_backward", "gx");
+  dispatch_float(x.dtype(), "unary_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *xp = x.data<T>(), *yp = y.data<T>(), *g = gy.data<T>();
+    T* o = gx.data<T>();
+    parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        switch (op) {
+          case UnaryOp::exp: o[i] += g[i] * yp[i]; break;
+          case UnaryOp::log: o[i] += g[i] / xp[i]; break;
+          case UnaryOp::log1p: o[i] += g[i] / (T(1) + xp[i]); break;
+          case UnaryOp::softplus: o[i] += g[i] / (T(1) + std::exp(-xp[i])); break;
+        }
       }
     });
   });

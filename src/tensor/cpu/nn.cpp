@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "tensor/cpu/common.h"
-#include "tensor/cpu/vec_math.h"
+#include "tensor/cpu/softmax_row.h"
 
 namespace saobp::cpu {
 
@@ -195,25 +195,7 @@ void softmax_forward(const Tensor& x, const Tensor& mask, Tensor& y, bool log) {
         T* yr = yp + r * C;
         const uint8_t* m = mr.base ? mr.row(r) : nullptr;
         auto allowed = [&](int64_t c) { return !m || m[c * mr.step]; };
-        const T mx = m ? lane_max(C, [&](int64_t c) { return allowed(c) ? xr[c] : -std::numeric_limits<T>::infinity(); })
-                       : lane_max(C, [&](int64_t c) { return xr[c]; });
-        if (mx == -std::numeric_limits<T>::infinity()) {  // nothing allowed (or all -inf)
-          for (int64_t c = 0; c < C; ++c) yr[c] = T(0);
-          continue;
-        }
-        if (m) {
-          for (int64_t c = 0; c < C; ++c) yr[c] = allowed(c) ? exp_approx(xr[c] - mx) : T(0);
-        } else {
-          for (int64_t c = 0; c < C; ++c) yr[c] = exp_approx(xr[c] - mx);
-        }
-        const double sum = lane_sum(C, [&](int64_t c) { return yr[c]; });
-        if (log) {
-          const T lse = static_cast<T>(std::log(sum));
-          for (int64_t c = 0; c < C; ++c) yr[c] = allowed(c) ? xr[c] - mx - lse : T(0);
-        } else {
-          const T inv = static_cast<T>(1.0 / sum);
-          for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
-        }
+        softmax_row(xr, yr, C, m != nullptr, allowed, log);
       }
     });
   });
@@ -239,14 +221,17 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, Ten
           bool any = !m;
           for (int64_t c = 0; m && c < C && !any; ++c) any = allowed(c);
           if (!any) continue;
+          // A row whose allowed entries were all -inf has y == 0 everywhere: no gradient. (A live
+          // row with two or more allowed entries has some y < 0; with one, the gradient is 0.)
+          bool dead = true;
+          for (int64_t c = 0; c < C && dead; ++c) dead = !allowed(c) || yr[c] == T(0);
+          if (dead) continue;
           const double sg = lane_sum(C, [&](int64_t c) { return allowed(c) ? g[c] : T(0); });
-          // A row whose allowed entries were all -inf has y == 0 everywhere: no gradient.
           const T sgt = static_cast<T>(sg);
           for (int64_t c = 0; c < C; ++c)
             if (allowed(c)) o[c] += g[c] - exp_approx(yr[c]) * sgt;
         } else {
-          const T d = static_cast<T>(lane_sum(C, [&](int64_t c) { return g[c] * yr[c]; }));
-          for (int64_t c = 0; c < C; ++c) o[c] += yr[c] * (g[c] - d);
+          softmax_row_backward(yr, g, o, C);
         }
       }
     });
@@ -254,6 +239,9 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, Ten
 }
 
 // -------------------------------------------------------------------------------- embedding
+
+// No i32 id equals it: embedding ids have no ignore value (-1 is out of range like any other).
+constexpr int64_t kNoIgnore = std::numeric_limits<int64_t>::min();
 
 static void check_ids(const Tensor& ids, int64_t V, const char* op, const char* what, int64_t ignore) {
   check_dtype(ids, DType::i32, op, what);
@@ -267,7 +255,7 @@ static void check_ids(const Tensor& ids, int64_t V, const char* op, const char* 
 void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out) {
   const int64_t V = weight.size(0), C = weight.size(1), N = ids.numel();
   check_shape(out, {N, C}, "embedding", "output");
-  check_ids(ids, V, "embedding", "id", -1);
+  check_ids(ids, V, "embedding", "id", kNoIgnore);
   dispatch_float(weight.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
     const T* w = weight.data<T>();
@@ -284,7 +272,7 @@ void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out) {
 void embedding_backward(const Tensor& ids, const Tensor& gout, Tensor& gweight) {
   const int64_t V = gweight.size(0), C = gweight.size(1), N = ids.numel();
   check_shape(gout, {N, C}, "embedding_backward", "gout");
-  check_ids(ids, V, "embedding_backward", "id", -1);
+  check_ids(ids, V, "embedding_backward", "id", kNoIgnore);
   dispatch_float(gweight.dtype(), "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
     const int32_t* id = ids.data<int32_t>();

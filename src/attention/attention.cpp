@@ -1,0 +1,75 @@
+// The attention op: validation, buffers, and the autograd record around the fused kernels.
+#include "attention/attention.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace saobp {
+
+const char* variant_name(AttnVariant v) {
+  switch (v) {
+    case AttnVariant::original: return "original";
+    case AttnVariant::bp_high: return "bp_high";
+    case AttnVariant::bp_low: return "bp_low";
+    case AttnVariant::bp_elemmul: return "bp_elemmul";
+  }
+  return "?";
+}
+
+AttnVariant parse_variant(const std::string& name) {
+  for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul})
+    if (name == variant_name(v)) return v;
+  fail("attention", "unknown variant '{}' (allowed: original, bp_high, bp_low, bp_elemmul)", name);
+}
+
+bool uses_lambda(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }
+
+Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
+              const AttentionConfig& cfg, AttentionMaps* maps) {
+  if (q.dim() != 4) fail("attention", "q must be (B,NH,T,HS), got {}", q.data().str());
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
+  const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
+  AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS))};
+  const bool bp = uses_lambda(cfg.variant);
+  Tensor lam;
+  if (bp) {
+    if (!lambda.defined()) fail("attention", "variant {} needs λ", variant_name(cfg.variant));
+    lam = lambda.data().contiguous();
+  }
+  Tensor out = Q.new_empty(Q.shape()), probs = Q.new_empty({B, NH, T, T}), saved, aux;
+  if (bp) saved = Q.new_empty({cfg.steps, B, NH, T, T});
+  if (cfg.variant == AttnVariant::bp_elemmul) {
+    saved = Q.new_empty({1, B, NH, T, T});
+    aux = Q.new_empty({B, NH, T});
+  }
+  kern::attention_forward(Q, K, V, key_mask, lam, p, out, probs, saved, aux);
+  if (maps) {
+    maps->probs = probs;
+    maps->attn = saved.defined() ? saved.slice(0, 0, 1).squeeze(0) : probs;
+  }
+  std::vector<Var> inputs{q, k, v};
+  if (bp) inputs.push_back(lambda);
+  return make_result(out, "attention", inputs,
+                     [Q, K, V, key_mask, lam, p, probs, saved, aux, bp](const Tensor& g, GradSlots& gin) {
+                       Tensor none, gq = gin.needs(0) ? gin[0] : none, gk = gin.needs(1) ? gin[1] : none,
+                                    gv = gin.needs(2) ? gin[2] : none, gl = bp && gin.needs(3) ? gin[3] : none;
+                       kern::attention_backward(Q, K, V, key_mask, lam, p, probs, saved, aux, g.contiguous(), gq, gk,
+                                                gv, gl);
+                     });
+}
+
+Var lambda_constant(double lambda, int64_t nh, DType dtype, Device device) {
+  if (!(lambda >= 0)) fail("attention", "λ must be >= 0, got {}", lambda);
+  return Var(Tensor::full({nh}, lambda, dtype, device));
+}
+
+Var lambda_learnable(const Var& rho) { return softplus(rho); }
+
+double lambda_to_rho(double lambda) {
+  if (!(lambda > 0)) fail("attention", "a learnable λ starts > 0, got {}", lambda);
+  return lambda > 30 ? lambda : std::log(std::expm1(lambda));
+}
+
+}  // namespace saobp

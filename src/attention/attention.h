@@ -1,0 +1,63 @@
+// Self-attention with the SAOBP refinement, as one differentiable op.
+//
+// Semantics (binding; docs/saobp-gradients.md §1 explains each choice):
+//   s = Q Kᵀ / sqrt(HS);  allowed(j,k) = key k is a token and, when causal, k <= j;
+//   A = softmax of s over the allowed keys of each row;
+//   original:   B = A
+//   bp_high:    w = e^λ;  bp_low: w = e^-λ;  c = 1 - 1/w
+//               B_j = softmax over allowed k of  s_jk + Σ_{i ∈ N(j)} log(1 - c A_ik)
+//               N(j) = token rows i != j (encoder) or token rows i < j (causal); padding never
+//               sends. With steps > 1, each step replaces A in the messages by the previous B.
+//   bp_elemmul: B = row-normalize(A Aᵀ) over the allowed entries
+//   output = B V.   λ = 0 gives exactly `original`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "autograd/var.h"
+#include "tensor/backend.h"
+
+namespace saobp {
+
+struct AttentionConfig {
+  AttnVariant variant = AttnVariant::original;
+  bool causal = false;
+  int steps = 1;  // BP steps (bp_high, bp_low)
+};
+
+const char* variant_name(AttnVariant v);
+// "original", "bp_high", "bp_low", "bp_elemmul"; throws naming the allowed values otherwise.
+AttnVariant parse_variant(const std::string& name);
+bool uses_lambda(AttnVariant v);
+
+// What an attention call can hand back for diagnostics: A (softmax) and B (what multiplied V).
+struct AttentionMaps {
+  Tensor attn;   // (B,NH,T,T) A
+  Tensor probs;  // (B,NH,T,T) B (== attn for original)
+};
+
+// q, k, v: (B,NH,T,HS). key_mask: (B,T) u8 with 1 for tokens, or undefined (no padding).
+// lambda: (NH) per-head λ >= 0 (BP variants; a constant or a learnable Var); ignored otherwise.
+// The fused CPU/GPU kernel with the hand-derived backward (src/attention/*_cpu.cpp, bp_*.cpp).
+Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
+              const AttentionConfig& cfg, AttentionMaps* maps = nullptr);
+
+// The same computation composed from autograd primitives (matmul, masked softmax, log1p, ...):
+// the reference the fused op is tested against. Slow; for tests and `saobp gradcheck`.
+Var attention_reference(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
+                        const AttentionConfig& cfg);
+
+// Algorithm 1 of the paper taken literally for BP-High/Low, one step, in f64: the product of
+// the messages M_ik = w S_i + (1 - w) A_ik over the senders, normalized. Returns B (B,NH,T,T).
+// Overflows for large λ·T (that is why the op works in log space); for tests on small T.
+Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask, const std::vector<double>& lambda,
+                        const AttentionConfig& cfg);
+
+// Per-head λ for a layer: a constant (NH) Var of `lambda`, or softplus(rho) for a learnable
+// parameter rho (NH). softplus keeps λ >= 0 and passes its gradient to rho.
+Var lambda_constant(double lambda, int64_t nh, DType dtype = DType::f32, Device device = Device::cpu());
+Var lambda_learnable(const Var& rho);
+// The rho whose softplus is λ (initialization of a learnable λ): log(e^λ - 1).
+double lambda_to_rho(double lambda);
+
+}  // namespace saobp

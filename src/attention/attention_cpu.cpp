@@ -1,0 +1,195 @@
+// The fused CPU attention kernel: for every (batch, head) tile, in parallel over tiles,
+//   forward:  s = scale Q Kᵀ,  A = softmax_allowed(s),  B = refine(A),  O = B V
+//   backward: dB = dO Vᵀ, dV += Bᵀ dO, ds = refine_backward(dB) (through A), dQ += scale ds K,
+//             dK += scale dsᵀ Q,  dλ_h += ∂L/∂c · dc/dλ
+// with refine = identity (original), the Potts BP steps (bp_potts.cpp) or ElemMul
+// (bp_elemmul.cpp). Each tile's GEMMs run single-threaded Eigen inside its thread, and λ's
+// gradient is summed over the batch in order: results do not depend on the thread count.
+// CUDA twin: src/tensor/cuda/attention.cu.
+#include <Eigen/Core>
+
+#include "attention/tile.h"
+#include "tensor/cpu/common.h"
+
+namespace saobp::cpu {
+
+using attn::Scratch;
+using attn::TileMask;
+
+namespace {
+
+template <class T>
+using RowMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+template <class T>
+using CRowMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+struct Dims {
+  int64_t B, NH, T, HS;
+};
+
+Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
+                     const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux) {
+  const char* op = "attention";
+  if (q.dim() != 4) fail(op, "q must be (B,NH,T,HS), got {}", q.str());
+  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3)};
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_shape(*t, q.shape(), op, "q, k and v");
+    check_dtype(*t, q.dtype(), op, "q, k and v");
+    if (!t->is_contiguous()) fail(op, "q, k and v must be contiguous, got {}", t->str());
+  }
+  check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
+  if (key_mask.defined()) {
+    check_shape(key_mask, {d.B, d.T}, op, "key_mask");
+    check_dtype(key_mask, DType::u8, op, "key_mask");
+  }
+  const bool bp = p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
+  if (bp) {
+    if (p.steps < 1) fail(op, "BP steps must be >= 1, got {}", p.steps);
+    check_shape(lambda, {d.NH}, op, "lambda");
+    check_shape(saved, {p.steps, d.B, d.NH, d.T, d.T}, op, "saved beliefs");
+  }
+  if (p.variant == AttnVariant::bp_elemmul) {
+    check_shape(saved, {1, d.B, d.NH, d.T, d.T}, op, "saved attention");
+    check_shape(aux, {d.B, d.NH, d.T}, op, "row sums");
+  }
+  return d;
+}
+
+template <class T>
+std::vector<double> lambdas(const Tensor& lambda) {
+  if (!lambda.defined()) return {};
+  const Tensor l = lambda.to(dtype_of<T>::value);
+  const std::vector<T> v = l.to_vector<T>();
+  return {v.begin(), v.end()};
+}
+
+template <class T>
+void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
+               const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved, Tensor& aux, const Dims& d) {
+  const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
+  const std::vector<double> lam = lambdas<T>(lambda);
+  const T* qp = q.data<T>();
+  const T* kp = k.data<T>();
+  const T* vp = v.data<T>();
+  T* op = out.data<T>();
+  T* pp = probs.data<T>();
+  T* sp = saved.defined() ? saved.data<T>() : nullptr;
+  T* ap = aux.defined() ? aux.data<T>() : nullptr;
+  const uint8_t* km = key_mask.defined() ? key_mask.data<uint8_t>() : nullptr;
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    static thread_local Scratch<T> w;
+    w.ensure(T2, d.T);
+    for (int64_t bh = t0; bh < t1; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
+      T* s = w.d.data();
+      RowMap<T>(s, d.T, d.T).noalias() =
+          static_cast<T>(p.scale) * (CRowMap<T>(qp + bh * QS, d.T, d.HS) * CRowMap<T>(kp + bh * QS, d.T, d.HS).transpose());
+      T* B = pp + bh * T2;
+      switch (p.variant) {
+        case AttnVariant::original: attn::softmax_tile(m, s, B); break;
+        case AttnVariant::bp_high:
+        case AttnVariant::bp_low: {
+          std::vector<T*> beliefs(static_cast<size_t>(p.steps) + 1);
+          for (int t = 0; t < p.steps; ++t) beliefs[static_cast<size_t>(t)] = sp + (t * tiles + bh) * T2;
+          beliefs.back() = B;
+          attn::softmax_tile(m, s, beliefs[0]);
+          attn::potts_forward(m, attn::potts_c(p.variant, lam[static_cast<size_t>(h)]), p.steps, s, beliefs.data(), w);
+          break;
+        }
+        case AttnVariant::bp_elemmul: {
+          T* A = sp + bh * T2;
+          attn::softmax_tile(m, s, A);
+          attn::elemmul_forward(m, A, B, ap + bh * d.T, w);
+          break;
+        }
+      }
+      RowMap<T>(op + bh * QS, d.T, d.HS).noalias() = CRowMap<T>(B, d.T, d.T) * CRowMap<T>(vp + bh * QS, d.T, d.HS);
+    }
+  });
+}
+
+template <class T>
+void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
+                const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux, const Tensor& gout,
+                Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda, const Dims& d) {
+  const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
+  const std::vector<double> lam = lambdas<T>(lambda);
+  const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = probs.data<T>(), *gp = gout.data<T>();
+  const T* sp = saved.defined() ? saved.data<T>() : nullptr;
+  const T* ap = aux.defined() ? aux.data<T>() : nullptr;
+  T* gqp = gq.defined() ? gq.data<T>() : nullptr;
+  T* gkp = gk.defined() ? gk.data<T>() : nullptr;
+  T* gvp = gv.defined() ? gv.data<T>() : nullptr;
+  const uint8_t* km = key_mask.defined() ? key_mask.data<uint8_t>() : nullptr;
+  std::vector<double> dlam(static_cast<size_t>(tiles), 0.0);  // per tile, summed in order below
+  const T sc = static_cast<T>(p.scale);
+  parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    static thread_local Scratch<T> w;
+    w.ensure(T2, d.T);
+    for (int64_t bh = t0; bh < t1; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
+      const T* B = pp + bh * T2;
+      CRowMap<T> dO(gp + bh * QS, d.T, d.HS);
+      T* dB = w.d.data();
+      RowMap<T>(dB, d.T, d.T).noalias() = dO * CRowMap<T>(vp + bh * QS, d.T, d.HS).transpose();
+      if (gvp) RowMap<T>(gvp + bh * QS, d.T, d.HS).noalias() += CRowMap<T>(B, d.T, d.T).transpose() * dO;
+      if (!gqp && !gkp && !glambda.defined()) continue;
+      T* ds = w.e.data();
+      std::fill(ds, ds + T2, T(0));
+      switch (p.variant) {
+        case AttnVariant::original: attn::softmax_tile_backward(m, B, dB, ds); break;
+        case AttnVariant::bp_high:
+        case AttnVariant::bp_low: {
+          std::vector<const T*> beliefs(static_cast<size_t>(p.steps) + 1);
+          for (int t = 0; t < p.steps; ++t) beliefs[static_cast<size_t>(t)] = sp + (t * tiles + bh) * T2;
+          beliefs.back() = B;
+          const double l = lam[static_cast<size_t>(h)];
+          const double dc = attn::potts_backward(m, attn::potts_c(p.variant, l), p.steps, beliefs.data(), dB, ds, w);
+          dlam[static_cast<size_t>(bh)] = dc * attn::potts_dc_dlambda(p.variant, l);
+          break;
+        }
+        case AttnVariant::bp_elemmul:
+          attn::elemmul_backward(m, sp + bh * T2, B, ap + bh * d.T, dB, ds, w);
+          break;
+      }
+      CRowMap<T> dS(ds, d.T, d.T);
+      if (gqp) RowMap<T>(gqp + bh * QS, d.T, d.HS).noalias() += sc * (dS * CRowMap<T>(kp + bh * QS, d.T, d.HS));
+      if (gkp) RowMap<T>(gkp + bh * QS, d.T, d.HS).noalias() += sc * (dS.transpose() * CRowMap<T>(qp + bh * QS, d.T, d.HS));
+    }
+  });
+  if (glambda.defined() && !lam.empty()) {
+    check_shape(glambda, {d.NH}, "attention_backward", "glambda");
+    T* gl = glambda.data<T>();
+    for (int64_t h = 0; h < d.NH; ++h) {
+      double acc = 0;
+      for (int64_t b = 0; b < d.B; ++b) acc += dlam[static_cast<size_t>(b * d.NH + h)];
+      gl[h] += static_cast<T>(acc);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
+                       const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved, Tensor& aux) {
+  const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
+  check_shape(out, q.shape(), "attention", "output");
+  dispatch_float(q.dtype(), "attention", [&](auto tag) {
+    forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, probs, saved, aux, d);
+  });
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
+                        const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux,
+                        const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda) {
+  const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
+  check_shape(gout, q.shape(), "attention_backward", "gout");
+  if (!gout.is_contiguous()) fail("attention_backward", "gout must be contiguous, got {}", gout.str());
+  dispatch_float(q.dtype(), "attention_backward", [&](auto tag) {
+    backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda, d);
+  });
+}
+
+}  // namespace saobp::cpu

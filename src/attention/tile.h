@@ -1,0 +1,79 @@
+// Internal to src/attention/: one (batch, head) attention tile on the CPU. A tile is the T×T
+// score matrix of one head of one sequence; the fused kernel (attention_cpu.cpp) walks tiles in
+// parallel and calls the variant's refinement (bp_potts.cpp, bp_elemmul.cpp) on each, so the
+// T×T working set stays in cache (1 MiB at T = 512 in f32).
+//
+// Notation follows docs/saobp-gradients.md: s scores, A = softmax of s over the allowed keys,
+// B the refined attention that multiplies V.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/cpu/softmax_row.h"
+
+namespace saobp::attn {
+
+// Which entries of a tile exist. allowed(j,k): key k is a token (not padding) and, in a causal
+// model, k <= j. sender(i): query row i is a token. Senders of row j (SAOBP messages): token
+// rows i != j (encoder) or i < j (decoder).
+struct TileMask {
+  int64_t T = 0;
+  const uint8_t* key = nullptr;  // (T) 1 = token; null = no padding
+  bool causal = false;
+  bool masked() const { return key || causal; }
+  bool allowed(int64_t j, int64_t k) const { return (!key || key[k]) && (!causal || k <= j); }
+  bool sender(int64_t i) const { return !key || key[i]; }
+};
+
+// A = softmax of s over the allowed entries of each row.  s, A: (T,T)
+template <class T>
+void softmax_tile(const TileMask& m, const T* s, T* A) {
+  for (int64_t j = 0; j < m.T; ++j)
+    cpu::softmax_row(s + j * m.T, A + j * m.T, m.T, m.masked(), [&](int64_t k) { return m.allowed(j, k); });
+}
+
+// gs += softmax backward of y = softmax_tile(s) for the gradient gy.  y, gy, gs: (T,T)
+template <class T>
+void softmax_tile_backward(const TileMask& m, const T* y, const T* gy, T* gs) {
+  for (int64_t j = 0; j < m.T; ++j) cpu::softmax_row_backward(y + j * m.T, gy + j * m.T, gs + j * m.T, m.T);
+}
+
+// Per-thread scratch of T×T (and T) buffers, reused across tiles.
+template <class T>
+struct Scratch {
+  std::vector<T> a, b, c, d, e;
+  std::vector<double> acc;
+  void ensure(int64_t T2, int64_t T1) {
+    for (auto* v : {&a, &b, &c, &d, &e})
+      if (static_cast<int64_t>(v->size()) < T2) v->resize(static_cast<size_t>(T2));
+    if (static_cast<int64_t>(acc.size()) < T1) acc.resize(static_cast<size_t>(T1));
+  }
+};
+
+// ---- SAOBP with a Potts factor (bp_potts.cpp). c = 1 - 1/w: BP-High w = e^λ, BP-Low e^-λ.
+// beliefs[0] = A (given), beliefs[t] (t = 1..steps) written; beliefs[steps] is B.
+template <class T>
+void potts_forward(const TileMask& m, double c, int steps, const T* s, T* const* beliefs, Scratch<T>& w);
+// Given dB, accumulates ds and returns ∂L/∂c. beliefs as in the forward.
+template <class T>
+double potts_backward(const TileMask& m, double c, int steps, const T* const* beliefs, const T* dB, T* ds,
+                      Scratch<T>& w);
+
+// ---- BP-ElemMul (bp_elemmul.cpp): B = row-normalize(A Aᵀ) over the allowed entries.
+// r: (T) the row sums, saved for the backward.
+template <class T>
+void elemmul_forward(const TileMask& m, const T* A, T* B, T* r, Scratch<T>& w);
+template <class T>
+void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, const T* dB, T* ds, Scratch<T>& w);
+
+// c of the Potts factor for the variant and λ (see above), and dc/dλ.
+inline double potts_c(AttnVariant v, double lambda) {
+  return v == AttnVariant::bp_high ? -std::expm1(-lambda) : -std::expm1(lambda);
+}
+inline double potts_dc_dlambda(AttnVariant v, double lambda) {
+  return v == AttnVariant::bp_high ? std::exp(-lambda) : -std::exp(lambda);
+}
+
+}  // namespace saobp::attn
