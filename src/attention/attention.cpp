@@ -26,6 +26,22 @@ AttnVariant parse_variant(const std::string& name) {
 
 bool uses_lambda(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }
 
+void AttentionSpec::validate(int64_t layers) const {
+  if (!layer_lambdas.empty() && static_cast<int64_t>(layer_lambdas.size()) != layers)
+    fail("config", "model.layer_lambdas has {} entries for {} layers", layer_lambdas.size(), layers);
+  for (double l : layer_lambdas)
+    if (!(l >= 0)) fail("config", "model.layer_lambdas: λ must be >= 0, got {}", l);
+  if (!(lambda >= 0)) fail("config", "model.lambda must be >= 0, got {}", lambda);
+  if (steps < 1) fail("config", "model.bp_steps must be >= 1, got {}", steps);
+  if (learnable_lambda && uses_lambda(variant))
+    for (int64_t l = 0; l < layers; ++l)
+      if (!(lambda_for_layer(l) > 0)) fail("config", "a learnable λ must start > 0 (layer {} has {})", l, lambda_for_layer(l));
+}
+
+double AttentionSpec::lambda_for_layer(int64_t layer) const {
+  return layer_lambdas.empty() ? lambda : layer_lambdas.at(static_cast<size_t>(layer));
+}
+
 Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
               const AttentionConfig& cfg, AttentionMaps* maps) {
   if (q.dim() != 4) fail("attention", "q must be (B,NH,T,HS), got {}", q.data().str());

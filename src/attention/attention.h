@@ -30,6 +30,20 @@ const char* variant_name(AttnVariant v);
 AttnVariant parse_variant(const std::string& name);
 bool uses_lambda(AttnVariant v);
 
+// A model's attention settings (its config's [model] keys), resolved per layer.
+// λ per model size in the paper: 0.2 (Mini), 0.08 (Small), 0.05 (Medium). The open questions
+// of the paper are options: a per-layer λ list, a learnable per-head λ, and multi-step BP.
+struct AttentionSpec {
+  AttnVariant variant = AttnVariant::original;
+  double lambda = 0.2;
+  std::vector<double> layer_lambdas;  // if not empty: λ of layer l (one entry per layer)
+  bool learnable_lambda = false;      // per-head λ = softplus(rho), rho initialized from λ
+  int steps = 1;                      // BP steps
+  // Checks the spec for a model of `layers` layers; throws naming the offending key.
+  void validate(int64_t layers) const;
+  double lambda_for_layer(int64_t layer) const;
+};
+
 // What an attention call can hand back for diagnostics: A (softmax) and B (what multiplied V).
 struct AttentionMaps {
   Tensor attn;   // (B,NH,T,T) A

@@ -304,3 +304,19 @@ TEST_CASE("attention: bad input is an error naming the problem", "[attention]") 
                     Catch::Contains("key_mask"));
   CHECK_THROWS_WITH(lambda_constant(-0.1, 2), Catch::Contains("λ must be >= 0"));
 }
+
+TEST_CASE("attention: a model's spec resolves λ per layer and rejects bad settings", "[attention]") {
+  AttentionSpec spec;
+  spec.variant = AttnVariant::bp_high;
+  spec.lambda = 0.2;
+  CHECK(spec.lambda_for_layer(3) == 0.2);
+  spec.layer_lambdas = {0.3, 0.1, 0.0, 0.05};
+  CHECK_NOTHROW(spec.validate(4));
+  CHECK(spec.lambda_for_layer(2) == 0.0);
+  CHECK_THROWS_WITH(spec.validate(8), Catch::Contains("layer_lambdas") && Catch::Contains("8 layers"));
+  spec.learnable_lambda = true;
+  CHECK_THROWS_WITH(spec.validate(4), Catch::Contains("learnable") && Catch::Contains("layer 2"));
+  spec.layer_lambdas.clear();
+  spec.steps = 0;
+  CHECK_THROWS_WITH(spec.validate(4), Catch::Contains("bp_steps"));
+}

@@ -10,12 +10,15 @@
 #include <tuple>
 
 #include "../bench/bench_util.h"
+#include "attention/attention.h"
 #include "cli/commands.h"
 #include "tensor/kernels.h"
 
 namespace saobp::cli {
 
 namespace {
+
+bool attention_bench = true;
 
 struct GemmShape {
   const char* what;
@@ -46,6 +49,34 @@ std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> eigen_baseline(
   if (p) ::pclose(p);
   std::filesystem::remove(in);
   return out;
+}
+
+// Attention forward + backward of every variant at B·NH = 128, HS = 64 (fused kernels).
+void bench_attention() {
+  fmt::print("\n{:<12} {:>5} {:>12} {:>12} {:>12} {:>14}\n", "attention", "T", "fwd ms", "bwd ms", "fwd+bwd ms",
+             "vs original");
+  const int64_t B = 16, NH = 8, HS = 64;
+  for (int64_t T : {128, 256, 512}) {
+    double base = 0;
+    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
+      const bool bp = v == AttnVariant::bp_high || v == AttnVariant::bp_low;
+      Tensor q = random_tensor({B, NH, T, HS}, 11), k = random_tensor({B, NH, T, HS}, 12), vv = random_tensor({B, NH, T, HS}, 13);
+      Tensor g = random_tensor({B, NH, T, HS}, 14), lam = Tensor::full({NH}, 0.2);
+      Tensor out = q.empty_like(), probs = Tensor::empty({B, NH, T, T}), saved, aux;
+      if (bp) saved = Tensor::empty({1, B, NH, T, T});
+      if (v == AttnVariant::bp_elemmul) saved = Tensor::empty({1, B, NH, T, T}), aux = Tensor::empty({B, NH, T});
+      Tensor gq = q.zeros_like(), gk = q.zeros_like(), gv = q.zeros_like(), gl = lam.zeros_like();
+      const AttnParams p{v, false, 1, 0.125};
+      const int reps = v == AttnVariant::bp_elemmul && T >= 256 ? 3 : 7;
+      const double f = bench::median_seconds([&] { kern::attention_forward(q, k, vv, Tensor(), lam, p, out, probs, saved, aux); }, reps);
+      const double b = bench::median_seconds([&] {
+        kern::attention_backward(q, k, vv, Tensor(), lam, p, probs, saved, aux, g, gq, gk, gv, gl);
+      }, reps);
+      if (v == AttnVariant::original) base = f + b;
+      fmt::print("{:<12} {:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>13.2f}x\n", variant_name(v), T, 1e3 * f, 1e3 * b,
+                 1e3 * (f + b), (f + b) / base);
+    }
+  }
 }
 
 int run_bench_kernels(bool skip_baseline) {
@@ -110,6 +141,7 @@ int run_bench_kernels(bool skip_baseline) {
     row(fmt::format("softmax bwd (128x{}x{})", T, T).c_str(), 3.0 * R * T * 4,
         bench::median_seconds([&] { kern::softmax_backward(y, gy, Tensor(), gx, false); }));
   }
+  if (attention_bench) bench_attention();
   return 0;
 }
 
@@ -117,8 +149,10 @@ int run_bench_kernels(bool skip_baseline) {
 
 void register_bench_kernels(CLI::App& app) {
   static bool skip_baseline = false;
-  CLI::App* sub = app.add_subcommand("bench-kernels", "Benchmark GEMM, LayerNorm and softmax against the FMA peak and Eigen");
+  CLI::App* sub = app.add_subcommand("bench-kernels",
+                                     "Benchmark GEMM, LayerNorm, softmax and attention against the FMA peak and Eigen");
   sub->add_flag("--no-baseline", skip_baseline, "skip the Eigen baseline");
+  sub->add_flag("!--no-attention", attention_bench, "skip the attention variants");
   add_command(sub, [] { return run_bench_kernels(skip_baseline); });
 }
 
