@@ -13,6 +13,10 @@ namespace saobp {
 
 enum class BinaryOp : uint8_t { add, sub, mul, div };
 enum class RandomKind : uint8_t { uniform, normal };
+struct AdamWParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t step = 1;  // 1-based, for the bias corrections
+};
 enum class UnaryOp : uint8_t { exp, log, log1p, softplus };
 
 // Attention variants (src/attention/): plain softmax, SAOBP with the repulsive (BP-High) or

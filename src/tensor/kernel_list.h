@@ -78,6 +78,11 @@
                                       const Tensor& lse, const Tensor& gloss,                 \
                                       int64_t ignore_index, Tensor& glogits),                 \
     (logits, targets, lse, gloss, ignore_index, glogits))                                                 \
+  /* One AdamW update of p (decoupled weight decay, PyTorch's form): m, v moments.        */ \
+  /*   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;  p *= 1 - lr wd;                          */ \
+  /*   p -= lr/bc1 · m / (sqrt(v / bc2) + eps)  with bc_i = 1 - b_i^step. All contiguous.    */ \
+  X(adamw_step, p, (Tensor & p, const Tensor& g, Tensor& m, Tensor& v, const AdamWParams& h), \
+    (p, g, m, v, h))                                                                          \
   /* y = f(x) elementwise, f in UnaryOp (exp, log, log1p, softplus). x, y contiguous.       */ \
   X(unary, y, (UnaryOp op, const Tensor& x, Tensor& y), (op, x, y))                          \
   /* gx += gy * f'(x) (y = f(x) given). accumulates.                                        */ \

@@ -150,6 +150,7 @@ template Tensor Tensor::from_vector(const std::vector<uint8_t>&, const Shape&, D
 Device Tensor::device() const { return storage_ ? storage_->device : Device::cpu(); }
 
 bool Tensor::is_contiguous() const {
+  if (numel_ == 0) return true;  // no element to be out of place (whatever the strides)
   int64_t expect = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] == 1) continue;
@@ -164,11 +165,14 @@ std::string Tensor::str() const {
   return fmt::format("{}{} {}", dtype_name(dtype_), shape_str(shape_), device().str());
 }
 
-int64_t Tensor::wrap_dim(int64_t d) const {
-  int64_t n = dim();
-  if (d < -n || d >= n) fail("dim", "dimension {} out of range for {}", d, str());
+// Wraps a negative dimension index; throws naming `op` when out of range.
+static int64_t wrap_dim_for(const Tensor& t, int64_t d, const char* op) {
+  int64_t n = t.dim();
+  if (d < -n || d >= n) fail(op, "dimension {} out of range for {}", d, t.str());
   return d < 0 ? d + n : d;
 }
+
+int64_t Tensor::wrap_dim(int64_t d) const { return wrap_dim_for(*this, d, "dim"); }
 
 void* Tensor::raw() const {
   if (!defined()) fail("data", "access to an undefined tensor");
@@ -216,8 +220,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0);
-  d1 = wrap_dim(d1);
+  d0 = wrap_dim_for(*this, d0, "transpose");
+  d1 = wrap_dim_for(*this, d1, "transpose");
   Shape s = shape_, st = strides_;
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
@@ -230,7 +234,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
   Shape s(order.size()), st(order.size());
   std::vector<bool> seen(order.size(), false);
   for (size_t i = 0; i < order.size(); ++i) {
-    int64_t d = wrap_dim(order[i]);
+    int64_t d = wrap_dim_for(*this, order[i], "permute");
     if (seen[d]) fail("permute", "order {} repeats dimension {}", shape_str(order), d);
     seen[d] = true;
     s[i] = shape_[d];
@@ -240,7 +244,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
-  d = wrap_dim(d);
+  d = wrap_dim_for(*this, d, "slice");
   if (start < 0 || end > shape_[d] || start > end)
     fail("slice", "range [{}, {}) out of bounds for dim {} of {}", start, end, d, str());
   Shape s = shape_;
@@ -276,7 +280,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d);
+  d = wrap_dim_for(*this, d, "squeeze");
   if (shape_[d] != 1) fail("squeeze", "dimension {} of {} is not 1", d, str());
   Shape s = shape_, st = strides_;
   s.erase(s.begin() + d);
@@ -285,7 +289,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 std::vector<Tensor> Tensor::split(int64_t d, int64_t piece) const {
-  d = wrap_dim(d);
+  d = wrap_dim_for(*this, d, "split");
   if (piece <= 0) fail("split", "piece size {} must be positive", piece);
   std::vector<Tensor> out;
   for (int64_t s = 0; s < shape_[d]; s += piece) out.push_back(slice(d, s, std::min(s + piece, shape_[d])));

@@ -23,6 +23,7 @@ void register_all(CLI::App& app) {
   register_bench_kernels(app);
   register_gradcheck(app);
   register_explain(app);
+  register_bench_step(app);
 }
 
 int run_selected(CLI::App& app) {

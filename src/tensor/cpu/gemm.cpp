@@ -49,8 +49,9 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
   if (am != M || bk != K || bn != N)
     fail("gemm", "shapes do not match: a {}{} b {}{} c {}", a.str(), ta ? "^T" : "", b.str(),
          tb ? "^T" : "", c.str());
-  const int64_t Bc = c.numel() / std::max<int64_t>(M * N, 1);
-  const int64_t Ba = a.numel() / std::max<int64_t>(M * K, 1), Bb = b.numel() / std::max<int64_t>(K * N, 1);
+  // Batch = product of the leading dims (not numel / matrix size, which is 0 / 1 when K == 0).
+  auto lead = [](const Tensor& t) { return shape_numel(Shape(t.shape().begin(), t.shape().end() - 2)); };
+  const int64_t Bc = lead(c), Ba = lead(a), Bb = lead(b);
   if ((Ba != Bc && Ba != 1) || (Bb != Bc && Bb != 1))
     fail("gemm", "batch sizes differ: a {} b {} c {}", a.str(), b.str(), c.str());
   if (M == 0 || N == 0) return;
