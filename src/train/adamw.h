@@ -1,0 +1,35 @@
+// AdamW with decoupled weight decay (Loshchilov & Hutter) over a model's named parameters.
+// Weight decay applies only to tensors of dim >= 2 (matrices and embeddings), never to biases,
+// LayerNorm weights or other vectors (nanoGPT's rule; BERT's no-decay list amounts to the same).
+#pragma once
+#include <vector>
+
+#include "autograd/var.h"
+#include "tensor/backend.h"
+
+namespace saobp {
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<Var> params, const AdamWConfig& cfg);
+  // One update at learning rate lr for every parameter with a gradient; advances the step.
+  void step(double lr);
+  int64_t steps_taken() const { return step_; }
+  bool decays(size_t i) const { return params_[i].dim() >= 2; }
+  const std::vector<Var>& params() const { return params_; }
+  std::vector<Tensor>& first_moments() { return m_; }
+  std::vector<Tensor>& second_moments() { return v_; }
+  void set_steps_taken(int64_t s) { step_ = s; }
+
+ private:
+  std::vector<Var> params_;
+  std::vector<Tensor> m_, v_;
+  AdamWConfig cfg_;
+  int64_t step_ = 0;
+};
+
+}  // namespace saobp
