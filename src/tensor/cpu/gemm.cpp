@@ -1,5 +1,5 @@
 // CPU GEMM: c = alpha op(a) op(b) + beta c, batched, through Eigen's row-major maps.
-// CUDA twin: src/tensor/cuda/gemm.cu (cuBLAS).
+// CUDA twin: src/tensor/cuda/gemm.cpp (cuBLAS, host code only).
 //
 // Threading is ours, not Eigen's (EIGEN_DONT_PARALLELIZE): Eigen's parallel GEMM derives its
 // depth blocking from the thread count, which changes the order of the k-sum and so the bits

@@ -1,0 +1,88 @@
+// The caching device allocator behind saobp::cuda::allocate / deallocate.
+//
+// Sizes are rounded up to a bucket (512 B steps up to 1 MiB, 2 MiB steps above) and a freed
+// block goes onto the free list of its (device, bucket); the next request for that bucket takes
+// it back without cudaMalloc, so a training step's allocations stop reaching the driver after
+// the first step. Blocks are never split or merged. When cudaMalloc runs out of memory the
+// device's cached blocks are released and the request is retried once.
+//
+// Reuse is safe without events because all work runs on the legacy default stream: a block
+// freed while a queued kernel still reads it is handed only to work queued after that kernel.
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "tensor/cuda/common.h"
+
+namespace saobp::cuda {
+
+namespace {
+
+constexpr size_t kSmallLimit = size_t{1} << 20, kSmallStep = 512, kLargeStep = size_t{2} << 20;
+
+size_t bucket(size_t nbytes) {
+  const size_t step = nbytes <= kSmallLimit ? kSmallStep : kLargeStep;
+  return (nbytes + step - 1) / step * step;
+}
+
+class Cache {
+ public:
+  void* allocate(size_t nbytes, int device) {
+    const size_t size = bucket(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<void*>& list = free_[{device, size}];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      return p;
+    }
+    use_device(device, "cuda.allocate");
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      release_cached(device);
+      e = cudaMalloc(&p, size);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      fail("cuda.allocate", "cannot allocate {} bytes on cuda:{}: {}", size, device, cudaGetErrorString(e));
+    }
+    return p;
+  }
+
+  void deallocate(void* p, size_t nbytes, int device) {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[{device, bucket(nbytes)}].push_back(p);
+  }
+
+ private:
+  // Caller holds mutex_ and has made `device` current.
+  void release_cached(int device) {
+    for (auto& [key, list] : free_) {
+      if (key.first != device) continue;
+      std::vector<void*> blocks;
+      blocks.swap(list);
+      for (void* p : blocks) check(cudaFree(p), "cuda.allocate");
+    }
+  }
+
+  std::mutex mutex_;
+  std::map<std::pair<int, size_t>, std::vector<void*>> free_;  // (device, bucket) -> blocks
+};
+
+// Never destroyed: tensors freed during static destruction may outlive the CUDA runtime.
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
+
+}  // namespace
+
+void* allocate(size_t nbytes, int index) { return cache().allocate(nbytes, index); }
+
+void deallocate(void* p, size_t nbytes, int index) { cache().deallocate(p, nbytes, index); }
+
+}  // namespace saobp::cuda

@@ -1,0 +1,239 @@
+// saobp::cuda attention_forward / attention_backward: the fused SAOBP attention of every
+// (batch, head) tile, as batched cuBLAS GEMMs around the masked softmax kernels of nn.cu and the
+// Potts / ElemMul kernels of attention.cu.
+// CPU twin: src/attention/attention_cpu.cpp (same checks, messages and steps):
+//   forward:  s = scale Q Kᵀ,  A = softmax_allowed(s),  B = refine(A),  O = B V
+//   backward: dB = dO Vᵀ, dV += Bᵀ dO, ds = refine_backward(dB) (through A), dQ += scale ds K,
+//             dK += scale dsᵀ Q,  dλ_h += ∂L/∂c · dc/dλ
+// Every sum has a fixed order (cuBLAS in pedantic mode, warp-per-row softmaxes, column kernels,
+// λ summed over the batch in order): results are bitwise reproducible run to run.
+#include <cmath>
+#include <vector>
+
+#include "tensor/cuda/common.h"
+
+namespace saobp::cuda {
+
+namespace {
+
+struct Dims {
+  int64_t B, NH, T, HS;
+};
+
+// The CPU's check_attention.
+Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                     const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                     const Tensor& aux) {
+  const char* op = "attention";
+  if (q.dim() != 4) fail(op, "q must be (B,NH,T,HS), got {}", q.str());
+  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3)};
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_shape(*t, q.shape(), op, "q, k and v");
+    check_dtype(*t, q.dtype(), op, "q, k and v");
+    if (!t->is_contiguous()) fail(op, "q, k and v must be contiguous, got {}", t->str());
+  }
+  check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
+  require_contiguous(op, probs, saved, aux);
+  if (key_mask.defined()) {
+    check_shape(key_mask, {d.B, d.T}, op, "key_mask");
+    check_dtype(key_mask, DType::u8, op, "key_mask");
+    require_contiguous(op, key_mask);
+  }
+  if (p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low) {
+    if (p.steps < 1) fail(op, "BP steps must be >= 1, got {}", p.steps);
+    check_shape(lambda, {d.NH}, op, "lambda");
+    check_shape(saved, {p.steps, d.B, d.NH, d.T, d.T}, op, "saved beliefs");
+  }
+  if (p.variant == AttnVariant::bp_elemmul) {
+    check_shape(saved, {1, d.B, d.NH, d.T, d.T}, op, "saved attention");
+    check_shape(aux, {d.B, d.NH, d.T}, op, "row sums");
+  }
+  return d;
+}
+
+bool is_potts(const AttnParams& p) {
+  return p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
+}
+
+// allowed(j,k) of every tile row: key k is a token (key_mask (B,T) broadcast over heads and
+// query rows) and, when causal, k <= j.
+MaskView tile_mask(const Tensor& key_mask, const AttnParams& p, const Dims& d) {
+  MaskView m;
+  if (key_mask.defined()) {
+    const Shape rows{d.B, d.NH, d.T}, strides{d.T, 0, 0};
+    m.base = key_mask.data<uint8_t>();
+    m.rows = make_indexer<1>(rows, {&strides}, "attention");
+    m.step = 1;
+  }
+  m.causal = p.causal ? d.T : 0;
+  return m;
+}
+
+const uint8_t* key_ptr(const Tensor& key_mask) {
+  return key_mask.defined() ? key_mask.data<uint8_t>() : nullptr;
+}
+
+// Tile t of a (steps or 1, B, NH, T, T) tensor, as (B, NH, T, T).
+Tensor step_tiles(const Tensor& saved, int64_t t) { return saved.slice(0, t, t + 1).squeeze(0); }
+
+// The Potts beliefs b^0 = A .. b^steps = B: saved[0 .. steps-1], then probs.
+std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int64_t steps) {
+  std::vector<Tensor> b;
+  for (int64_t t = 0; t < steps; ++t) b.push_back(step_tiles(saved, t));
+  b.push_back(probs);
+  return b;
+}
+
+// λ per head as the CPU reads it (rounded to the element type), and the Potts c and dc/dλ.
+struct Potts {
+  Tensor c, dc_dlambda;  // (NH) f64 on the device
+};
+template <class T>
+Potts potts_params(const Tensor& lambda, AttnVariant variant, Device device) {
+  const Tensor rounded = lambda.to(dtype_of<T>::value);
+  const std::vector<T> lam = rounded.to_vector<T>();
+  std::vector<double> c, dcdl;
+  for (T l : lam) {
+    const double x = l;
+    c.push_back(variant == AttnVariant::bp_high ? -std::expm1(-x) : -std::expm1(x));
+    dcdl.push_back(variant == AttnVariant::bp_high ? std::exp(-x) : -std::exp(x));
+  }
+  const Shape nh{static_cast<int64_t>(lam.size())};
+  return {Tensor::from_vector(c, nh, device), Tensor::from_vector(dcdl, nh, device)};
+}
+
+template <class T>
+void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+               const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
+               Tensor& aux, const Dims& d) {
+  const char* op = "attention";
+  const int64_t rows = d.B * d.NH * d.T;
+  const MaskView mask = tile_mask(key_mask, p, d);
+  Tensor s = probs.empty_like();
+  gemm(q, false, k, true, s, p.scale, 0.0);
+  switch (p.variant) {
+    case AttnVariant::original:
+      check(launch_softmax_forward<T>(s.data<T>(), mask, probs.data<T>(), rows, d.T, false), op);
+      break;
+    case AttnVariant::bp_high:
+    case AttnVariant::bp_low: {
+      const Potts potts = potts_params<T>(lambda, p.variant, q.device());
+      const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
+      Tensor L = probs.empty_like();
+      check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
+      for (size_t t = 1; t < belief.size(); ++t) {
+        check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
+                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal, L.data<T>()),
+              op);
+        check(launch_softmax_forward<T>(L.data<T>(), mask, belief[t].data<T>(), rows, d.T, false), op);
+      }
+      break;
+    }
+    case AttnVariant::bp_elemmul: {
+      Tensor A = step_tiles(saved, 0);
+      check(launch_softmax_forward<T>(s.data<T>(), mask, A.data<T>(), rows, d.T, false), op);
+      Tensor P = s;  // s is no longer needed: P = A Aᵀ takes its place
+      gemm(A, false, A, true, P, 1.0, 0.0);
+      check(launch_elemmul_normalize<T>(P.data<T>(), mask, probs.data<T>(), aux.data<T>(), rows, d.T), op);
+      break;
+    }
+  }
+  gemm(probs, false, v, false, out, 1.0, 0.0);
+}
+
+template <class T>
+void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda,
+                const Dims& d) {
+  const char* op = "attention_backward";
+  const int64_t rows = d.B * d.NH * d.T;
+  const MaskView mask = tile_mask(key_mask, p, d);
+  Tensor dB = probs.empty_like();
+  gemm(gout, false, v, true, dB, 1.0, 0.0);
+  if (gv.defined()) gemm(probs, true, gout, false, gv, 1.0, 1.0);
+  const bool wants_lambda = glambda.defined() && is_potts(p);
+  if (!gq.defined() && !gk.defined() && !wants_lambda) return;
+  if (wants_lambda) check_shape(glambda, {d.NH}, op, "glambda");
+  Tensor ds = probs.zeros_like();
+  switch (p.variant) {
+    case AttnVariant::original:
+      check(launch_softmax_backward<T>(probs.data<T>(), dB.data<T>(), mask, ds.data<T>(), rows, d.T, false),
+            op);
+      break;
+    case AttnVariant::bp_high:
+    case AttnVariant::bp_low: {
+      const Potts potts = potts_params<T>(lambda, p.variant, q.device());
+      const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
+      Tensor db = dB, dL = probs.empty_like(), dP = probs.empty_like();
+      Tensor dc = Tensor::zeros({rows}, DType::f64, q.device());  // (tiles, T) column shares
+      for (size_t t = belief.size() - 1; t >= 1; --t) {
+        fill(dL, 0.0);
+        check(launch_softmax_backward<T>(belief[t].data<T>(), db.data<T>(), mask, dL.data<T>(), rows, d.T,
+                                         false),
+              op);
+        axpby(dL, 1.0, ds, 1.0);  // L = s + G: s gets dL directly
+        check(launch_potts_chain<T>(belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask),
+                                    potts.c.data<double>(), d.B, d.NH, d.T, p.causal, dP.data<T>(),
+                                    dc.data<double>()),
+              op);
+        std::swap(db, dP);
+      }
+      check(
+          launch_softmax_backward<T>(belief[0].data<T>(), db.data<T>(), mask, ds.data<T>(), rows, d.T, false),
+          op);  // db now holds dA
+      if (wants_lambda)
+        check(launch_lambda_grad<T>(dc.data<double>(), potts.dc_dlambda.data<double>(), d.B, d.NH, d.T,
+                                    glambda.data<T>()),
+              op);
+      break;
+    }
+    case AttnVariant::bp_elemmul: {
+      const Tensor A = step_tiles(saved, 0);
+      Tensor dP = probs.empty_like(), dA = probs.empty_like();
+      check(
+          launch_elemmul_grad<T>(probs.data<T>(), dB.data<T>(), aux.data<T>(), mask, dP.data<T>(), rows, d.T),
+          op);
+      gemm(dP, false, A, false, dA, 1.0, 0.0);  // dA = dP A + dPᵀ A
+      gemm(dP, true, A, false, dA, 1.0, 1.0);
+      check(launch_softmax_backward<T>(A.data<T>(), dA.data<T>(), mask, ds.data<T>(), rows, d.T, false), op);
+      break;
+    }
+  }
+  if (gq.defined()) gemm(ds, false, k, false, gq, p.scale, 1.0);
+  if (gk.defined()) gemm(ds, true, q, false, gk, p.scale, 1.0);
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                       const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
+                       Tensor& aux) {
+  prepare("attention", out, q, k, v, key_mask, lambda, probs, saved, aux);
+  const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
+  check_shape(out, q.shape(), "attention", "output");
+  require_contiguous("attention", out);
+  if (q.numel() == 0) return;
+  dispatch_float(q.dtype(), "attention", [&](auto tag) {
+    forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, probs, saved, aux, d);
+  });
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                        const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                        const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv,
+                        Tensor& glambda) {
+  prepare("attention_backward", gout, q, k, v, key_mask, lambda, probs, saved, aux, gq, gk, gv, glambda);
+  const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
+  check_shape(gout, q.shape(), "attention_backward", "gout");
+  if (!gout.is_contiguous()) fail("attention_backward", "gout must be contiguous, got {}", gout.str());
+  for (const Tensor* g : {&gq, &gk, &gv})
+    if (g->defined()) check_shape(*g, q.shape(), "attention_backward", "gq, gk and gv");
+  require_contiguous("attention_backward", gq, gk, gv, glambda);
+  if (q.numel() == 0) return;
+  dispatch_float(q.dtype(), "attention_backward", [&](auto tag) {
+    backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda, d);
+  });
+}
+
+}  // namespace saobp::cuda

@@ -1,0 +1,137 @@
+// saobp::cuda fill, copy, cast, axpby, binary, unary: checks, then the kernels of elementwise.cu.
+// CPU twin: src/tensor/cpu/elementwise.cpp (same checks and messages).
+#include "tensor/cuda/common.h"
+
+namespace saobp::cuda {
+
+namespace {
+
+Arith to_arith(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add:
+      return Arith::add;
+    case BinaryOp::sub:
+      return Arith::sub;
+    case BinaryOp::mul:
+      return Arith::mul;
+    case BinaryOp::div:
+      return Arith::div;
+  }
+  fail("binary", "unknown operation {}", static_cast<int>(op));
+}
+
+Unary to_unary(UnaryOp op, const char* name) {
+  switch (op) {
+    case UnaryOp::exp:
+      return Unary::exp;
+    case UnaryOp::log:
+      return Unary::log;
+    case UnaryOp::log1p:
+      return Unary::log1p;
+    case UnaryOp::softplus:
+      return Unary::softplus;
+  }
+  fail(name, "unknown operation {}", static_cast<int>(op));
+}
+
+}  // namespace
+
+// out: any strides.
+void fill(Tensor& out, double value) {
+  prepare("fill", out);
+  if (out.numel() == 0) return;
+  dispatch_any(out.dtype(), "fill", [&](auto tag) {
+    using T = decltype(tag);
+    const auto ix = make_indexer<1>(out.shape(), {&out.strides()}, "fill");
+    check(launch_fill<T>(out.data<T>(), ix, out.numel(), static_cast<T>(value)), "fill");
+  });
+}
+
+// dst (+)= src; same shape, any strides (src may broadcast with stride 0).
+void copy(const Tensor& src, Tensor& dst, bool accumulate) {
+  prepare("copy", dst, src);
+  check_shape(src, dst.shape(), "copy", "source");
+  check_dtype(src, dst.dtype(), "copy", "source");
+  if (dst.numel() == 0) return;
+  dispatch_any(dst.dtype(), "copy", [&](auto tag) {
+    using T = decltype(tag);
+    const auto ix = make_indexer<2>(dst.shape(), {&dst.strides(), &src.strides()}, "copy");
+    check(launch_copy<T>(src.data<T>(), dst.data<T>(), ix, dst.numel(), accumulate), "copy");
+  });
+}
+
+// dst = src converted; both contiguous with equal numel.
+void cast(const Tensor& src, Tensor& dst) {
+  prepare("cast", dst, src);
+  if (src.numel() != dst.numel() || !src.is_contiguous() || !dst.is_contiguous())
+    fail("cast", "cast from {} to {} needs contiguous tensors of equal size", src.str(), dst.str());
+  if (dst.numel() == 0) return;
+  dispatch_any(src.dtype(), "cast", [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_any(dst.dtype(), "cast", [&](auto dtag) {
+      using D = decltype(dtag);
+      check(launch_cast<S, D>(src.data<S>(), dst.data<D>(), dst.numel()), "cast");
+    });
+  });
+}
+
+// y = alpha x + beta y; x, y contiguous, same numel. beta == 0 ignores y (NaN included).
+void axpby(const Tensor& x, double alpha, Tensor& y, double beta) {
+  prepare("axpby", y, x);
+  if (x.numel() != y.numel()) fail("axpby", "sizes differ: {} and {}", x.str(), y.str());
+  check_dtype(x, y.dtype(), "axpby", "x");
+  require_contiguous("axpby", x, y);
+  if (y.numel() == 0) return;
+  dispatch_float(y.dtype(), "axpby", [&](auto tag) {
+    using T = decltype(tag);
+    check(launch_axpby<T>(x.data<T>(), static_cast<T>(alpha), y.data<T>(), static_cast<T>(beta), beta == 0.0,
+                          y.numel()),
+          "axpby");
+  });
+}
+
+// out = a op b; a, b broadcast to out's shape (any strides), out any strides.
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  prepare("binary", out, a, b);
+  check_dtype(a, out.dtype(), "binary", "a");
+  check_dtype(b, out.dtype(), "binary", "b");
+  const Tensor ae = a.expand(out.shape()), be = b.expand(out.shape());
+  if (out.numel() == 0) return;
+  const Arith arith = to_arith(op);
+  dispatch_float(out.dtype(), "binary", [&](auto tag) {
+    using T = decltype(tag);
+    const auto ix = make_indexer<3>(out.shape(), {&out.strides(), &ae.strides(), &be.strides()}, "binary");
+    check(launch_binary<T>(arith, ae.data<T>(), be.data<T>(), out.data<T>(), ix, out.numel()), "binary");
+  });
+}
+
+// y = f(x); x, y contiguous, same shape.
+void unary(UnaryOp op, const Tensor& x, Tensor& y) {
+  prepare("unary", y, x);
+  check_shape(y, x.shape(), "unary", "output");
+  require_contiguous("unary", x, y);
+  if (x.numel() == 0) return;
+  const Unary f = to_unary(op, "unary");
+  dispatch_float(x.dtype(), "unary", [&](auto tag) {
+    using T = decltype(tag);
+    check(launch_unary<T>(f, x.data<T>(), y.data<T>(), x.numel()), "unary");
+  });
+}
+
+// gx += gy * f'(x), with y = f(x) given.
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy, Tensor& gx) {
+  prepare("unary_backward", gx, x, y, gy);
+  check_shape(gy, x.shape(), "unary_backward", "gy");
+  check_shape(gx, x.shape(), "unary_backward", "gx");
+  check_shape(y, x.shape(), "unary_backward", "y");
+  require_contiguous("unary_backward", x, y, gy, gx);
+  if (x.numel() == 0) return;
+  const Unary f = to_unary(op, "unary_backward");
+  dispatch_float(x.dtype(), "unary_backward", [&](auto tag) {
+    using T = decltype(tag);
+    check(launch_unary_backward<T>(f, x.data<T>(), y.data<T>(), gy.data<T>(), gx.data<T>(), x.numel()),
+          "unary_backward");
+  });
+}
+
+}  // namespace saobp::cuda

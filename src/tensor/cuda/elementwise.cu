@@ -1,0 +1,188 @@
+// CUDA kernels: fill, copy, cast, axpby, binary, unary. One thread per element in grid-stride
+// loops.
+// CPU twin: src/tensor/cpu/elementwise.cpp. Host side: elementwise.cpp.
+#include "tensor/cuda/device.cuh"
+
+namespace saobp::cuda {
+
+namespace {
+
+// out: strided (ix)
+template <class T>
+__global__ void fill_kernel(T* out, Indexer<1> ix, int64_t n, T value) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) out[offset(ix, i)] = value;
+}
+
+// dst, src: strided (ix: dst, src)
+template <class T>
+__global__ void copy_kernel(const T* src, T* dst, Indexer<2> ix, int64_t n, bool accumulate) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) {
+    int64_t off[2];
+    offsets(ix, i, off);
+    dst[off[0]] = accumulate ? static_cast<T>(dst[off[0]] + src[off[1]]) : src[off[1]];
+  }
+}
+
+// src, dst: (n)
+template <class S, class D>
+__global__ void cast_kernel(const S* src, D* dst, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = static_cast<D>(src[i]);
+}
+
+// x, y: (n)
+template <class T>
+__global__ void axpby_kernel(const T* x, T alpha, T* y, T beta, bool ignore_y, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count())
+    y[i] = ignore_y ? alpha * x[i] : alpha * x[i] + beta * y[i];
+}
+
+template <class T, Arith OP>
+__device__ __forceinline__ T apply(T a, T b) {
+  if constexpr (OP == Arith::add) return a + b;
+  if constexpr (OP == Arith::sub) return a - b;
+  if constexpr (OP == Arith::mul) return a * b;
+  if constexpr (OP == Arith::div) return a / b;
+}
+
+// out, a, b: strided (ix: out, a, b)
+template <class T, Arith OP>
+__global__ void binary_kernel(const T* a, const T* b, T* out, Indexer<3> ix, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) {
+    int64_t off[3];
+    offsets(ix, i, off);
+    out[off[0]] = apply<T, OP>(a[off[1]], b[off[2]]);
+  }
+}
+
+// y = f(x):  exp, log, log1p, softplus(x) = max(x,0) + log1p(e^-|x|) (the CPU's form).
+template <class T, Unary OP>
+__device__ __forceinline__ T unary_value(T x) {
+  if constexpr (OP == Unary::exp) return dmath::exp(x);
+  if constexpr (OP == Unary::log) return dmath::log(x);
+  if constexpr (OP == Unary::log1p) return dmath::log1p(x);
+  if constexpr (OP == Unary::softplus)
+    return (x < T(0) ? T(0) : x) + dmath::log1p(dmath::exp(-dmath::abs(x)));
+}
+
+// gy f'(x):  exp → gy y,  log → gy / x,  log1p → gy / (1 + x),  softplus → gy / (1 + e^-x).
+template <class T, Unary OP>
+__device__ __forceinline__ T unary_grad(T x, T y, T gy) {
+  if constexpr (OP == Unary::exp) return gy * y;
+  if constexpr (OP == Unary::log) return gy / x;
+  if constexpr (OP == Unary::log1p) return gy / (T(1) + x);
+  if constexpr (OP == Unary::softplus) return gy / (T(1) + dmath::exp(-x));
+}
+
+// x, y: (n)
+template <class T, Unary OP>
+__global__ void unary_kernel(const T* x, T* y, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) y[i] = unary_value<T, OP>(x[i]);
+}
+
+// x, y, gy, gx: (n)
+template <class T, Unary OP>
+__global__ void unary_backward_kernel(const T* x, const T* y, const T* gy, T* gx, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) gx[i] += unary_grad<T, OP>(x[i], y[i], gy[i]);
+}
+
+}  // namespace
+
+template <class T>
+cudaError_t launch_fill(T* out, const Indexer<1>& ix, int64_t n, T value) {
+  fill_kernel<<<grid_for(n), kBlock>>>(out, ix, n, value);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_copy(const T* src, T* dst, const Indexer<2>& ix, int64_t n, bool accumulate) {
+  copy_kernel<<<grid_for(n), kBlock>>>(src, dst, ix, n, accumulate);
+  return cudaGetLastError();
+}
+
+template <class S, class D>
+cudaError_t launch_cast(const S* src, D* dst, int64_t n) {
+  cast_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_axpby(const T* x, T alpha, T* y, T beta, bool ignore_y, int64_t n) {
+  axpby_kernel<<<grid_for(n), kBlock>>>(x, alpha, y, beta, ignore_y, n);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_binary(Arith op, const T* a, const T* b, T* out, const Indexer<3>& ix, int64_t n) {
+  switch (op) {
+    case Arith::add:
+      binary_kernel<T, Arith::add><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      break;
+    case Arith::sub:
+      binary_kernel<T, Arith::sub><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      break;
+    case Arith::mul:
+      binary_kernel<T, Arith::mul><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      break;
+    case Arith::div:
+      binary_kernel<T, Arith::div><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n) {
+  switch (op) {
+    case Unary::exp:
+      unary_kernel<T, Unary::exp><<<grid_for(n), kBlock>>>(x, y, n);
+      break;
+    case Unary::log:
+      unary_kernel<T, Unary::log><<<grid_for(n), kBlock>>>(x, y, n);
+      break;
+    case Unary::log1p:
+      unary_kernel<T, Unary::log1p><<<grid_for(n), kBlock>>>(x, y, n);
+      break;
+    case Unary::softplus:
+      unary_kernel<T, Unary::softplus><<<grid_for(n), kBlock>>>(x, y, n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_unary_backward(Unary op, const T* x, const T* y, const T* gy, T* gx, int64_t n) {
+  switch (op) {
+    case Unary::exp:
+      unary_backward_kernel<T, Unary::exp><<<grid_for(n), kBlock>>>(x, y, gy, gx, n);
+      break;
+    case Unary::log:
+      unary_backward_kernel<T, Unary::log><<<grid_for(n), kBlock>>>(x, y, gy, gx, n);
+      break;
+    case Unary::log1p:
+      unary_backward_kernel<T, Unary::log1p><<<grid_for(n), kBlock>>>(x, y, gy, gx, n);
+      break;
+    case Unary::softplus:
+      unary_backward_kernel<T, Unary::softplus><<<grid_for(n), kBlock>>>(x, y, gy, gx, n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+#define SAOBP_CAST_TO(S, D) template cudaError_t launch_cast<S, D>(const S*, D*, int64_t);
+#define SAOBP_STORABLE(T)                                                              \
+  template cudaError_t launch_fill<T>(T*, const Indexer<1>&, int64_t, T);              \
+  template cudaError_t launch_copy<T>(const T*, T*, const Indexer<2>&, int64_t, bool); \
+  SAOBP_CAST_TO(T, float) SAOBP_CAST_TO(T, double) SAOBP_CAST_TO(T, int32_t) SAOBP_CAST_TO(T, uint8_t)
+#define SAOBP_FLOATING(T)                                                                           \
+  template cudaError_t launch_axpby<T>(const T*, T, T*, T, bool, int64_t);                          \
+  template cudaError_t launch_binary<T>(Arith, const T*, const T*, T*, const Indexer<3>&, int64_t); \
+  template cudaError_t launch_unary<T>(Unary, const T*, T*, int64_t);                               \
+  template cudaError_t launch_unary_backward<T>(Unary, const T*, const T*, const T*, T*, int64_t);
+SAOBP_STORABLE(float)
+SAOBP_STORABLE(double)
+SAOBP_STORABLE(int32_t)
+SAOBP_STORABLE(uint8_t)
+SAOBP_FLOATING(float)
+SAOBP_FLOATING(double)
+
+}  // namespace saobp::cuda

@@ -1,0 +1,107 @@
+// CUDA GEMM: c = alpha op(a) op(b) + beta c, batched, through cuBLAS.
+// CPU twin: src/tensor/cpu/gemm.cpp (same checks and messages).
+//
+// cuBLAS is column-major, and a row-major (M,N) matrix is the column-major (N,M) matrix of its
+// transpose, so c^T = op(b)^T op(a)^T is one column-major GEMM with the operands swapped:
+//   m = N, n = M, k = K; first operand b (ld N, or K if tb), second a (ld K, or M if ta), ldc N.
+// A batch of 1 broadcasts through a batch stride of 0.
+//
+// Reproducibility: one handle per device, in CUBLAS_PEDANTIC_MATH (no TF32 or other reduced-
+// precision paths, whatever NVIDIA_TF32_OVERRIDE says) with atomics disallowed, on the default
+// stream. cuBLAS then gives bitwise identical results run to run on one GPU model and version.
+#include <cublas_v2.h>
+
+#include <map>
+#include <mutex>
+
+#include "tensor/cuda/common.h"
+
+namespace saobp::cuda {
+
+namespace {
+
+void check_cublas(cublasStatus_t s, const char* op) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(op, "cuBLAS error: {}", cublasGetStatusString(s));
+}
+
+// The cuBLAS handle of the current device `device`, created on first use and kept for the life
+// of the process (never destroyed: the CUDA runtime may be gone during static destruction).
+cublasHandle_t handle(int device) {
+  static std::mutex mutex;
+  static auto* handles = new std::map<int, cublasHandle_t>;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = handles->find(device); it != handles->end()) return it->second;
+  cublasHandle_t h = nullptr;
+  check_cublas(cublasCreate(&h), "gemm");
+  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "gemm");
+  check_cublas(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "gemm");
+  handles->emplace(device, h);
+  return h;
+}
+
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t opa, cublasOperation_t opb, int m, int n,
+                            int k, const float* alpha, const float* A, int lda, long long sa, const float* B,
+                            int ldb, long long sb, const float* beta, float* C, int ldc, long long sc,
+                            int batch) {
+  return cublasSgemmStridedBatched(h, opa, opb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                                   batch);
+}
+
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t opa, cublasOperation_t opb, int m, int n,
+                            int k, const double* alpha, const double* A, int lda, long long sa,
+                            const double* B, int ldb, long long sb, const double* beta, double* C, int ldc,
+                            long long sc, int batch) {
+  return cublasDgemmStridedBatched(h, opa, opb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                                   batch);
+}
+
+// Product of the leading dims (all but the last two): the batch count, also when K or N is 0.
+int64_t batch(const Tensor& t) { return shape_numel(Shape(t.shape().begin(), t.shape().end() - 2)); }
+
+// c: (Bc,M,N)  a: (Ba,M,K) or (Ba,K,M) if ta  b: (Bb,K,N) or (Bb,N,K) if tb; Ba, Bb in {Bc, 1}.
+template <class T>
+void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
+    fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
+  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
+    fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
+  const int64_t M = c.size(-2), N = c.size(-1);
+  const int64_t K = ta ? a.size(-2) : a.size(-1);
+  const int64_t am = ta ? a.size(-1) : a.size(-2);
+  const int64_t bk = tb ? b.size(-1) : b.size(-2), bn = tb ? b.size(-2) : b.size(-1);
+  if (am != M || bk != K || bn != N)
+    fail("gemm", "shapes do not match: a {}{} b {}{} c {}", a.str(), ta ? "^T" : "", b.str(), tb ? "^T" : "",
+         c.str());
+  const int64_t Ba = batch(a), Bb = batch(b), Bc = batch(c);
+  if ((Ba != Bc && Ba != 1) || (Bb != Bc && Bb != 1))
+    fail("gemm", "batch sizes differ: a {} b {} c {}", a.str(), b.str(), c.str());
+  if (c.numel() == 0) return;
+  if (K == 0) {  // op(a) op(b) is zero; cuBLAS would reject the leading dimension 0
+    if (beta == 0.0)
+      fill(c, 0.0);
+    else
+      axpby(c, beta, c, 0.0);
+    return;
+  }
+  if (std::max({M, N, K, Bc}) > INT_MAX)
+    fail("gemm", "dimensions of a {} b {} c {} exceed cuBLAS's int range", a.str(), b.str(), c.str());
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  check_cublas(
+      gemm_batched(handle(c.device().index), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &al, b.data<T>(),
+                   static_cast<int>(tb ? K : N), Bb == 1 ? 0 : K * N, a.data<T>(),
+                   static_cast<int>(ta ? M : K), Ba == 1 ? 0 : M * K, &be, c.data<T>(), static_cast<int>(N),
+                   M * N, static_cast<int>(Bc)),
+      "gemm");
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  prepare("gemm", c, a, b);
+  check_dtype(a, c.dtype(), "gemm", "a");
+  check_dtype(b, c.dtype(), "gemm", "b");
+  dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
+}
+
+}  // namespace saobp::cuda

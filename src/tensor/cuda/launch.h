@@ -1,0 +1,188 @@
+// The seam between the two halves of the CUDA backend:
+//   *.cpp  saobp::cuda::<kernel> entry points: shape/dtype/device checks, errors, scratch memory;
+//   *.cu   the kernels, behind the launchers declared here.
+// nvcc never sees tensor.h: fmt 9 (through core/error.h) does not compile under nvcc in C++20
+// mode. Launchers therefore take raw device pointers and the plain structs below, run on the
+// current device's legacy default stream, and return the launch's cudaError_t for the caller
+// to check. Each template is instantiated, in its .cu, for the element types named above it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace saobp::cuda {
+
+constexpr int kMaxDims = 8;
+
+// Strided geometry of N operands over one shape: linear index i (row-major over size[0, dims))
+// sits at element offset sum_d digit_d(i) * stride[k][d] of operand k. Built by make_indexer
+// (common.h), which drops size-1 dims and merges dims that are contiguous in every operand.
+template <int N>
+struct Indexer {
+  int dims = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[N][kMaxDims] = {};
+};
+
+// Deterministic column sums without atomics: `rows` are cut into `count` chunks of `per` rows,
+// a function of the shape only. Pass 1 writes one partial sum (in double) per (chunk, column);
+// pass 2 (launch_finish_chunks) adds a column's partials in chunk order.
+struct Chunks {
+  int64_t count = 1, per = 0;
+};
+inline Chunks split_rows(int64_t rows, int64_t cols) {
+  if (rows <= 0) return {1, 0};
+  const int64_t want = (65536 + cols - 1) / std::max<int64_t>(cols, 1);  // ~64K pass-1 threads
+  const int64_t most = std::clamp<int64_t>(rows / 32, 1, 1024);          // >= 32 rows a chunk
+  const int64_t target = std::min(want, most);
+  const int64_t per = (rows + target - 1) / target;
+  return {(rows + per - 1) / per, per};
+}
+
+// Philox key of a draw (RngKey of backend.h).
+struct PhiloxKey {
+  uint64_t seed = 0, stream = 0, offset = 0;
+};
+
+// The operations of BinaryOp and UnaryOp (backend.h), which nvcc cannot include.
+enum class Arith : uint8_t { add, sub, mul, div };
+enum class Unary : uint8_t { exp, log, log1p, softplus };
+
+// Which entries of a (rows, C) tensor are allowed: those where a u8 mask broadcast to it is 1
+// (row r starts at base + offset of r in `rows`, column c is c * step further; base == nullptr:
+// no mask) and, when causal > 0, those with c <= r % causal (rows of causal (T,T) tiles).
+struct MaskView {
+  const uint8_t* base = nullptr;
+  Indexer<1> rows;
+  int64_t step = 0;
+  int64_t causal = 0;
+};
+
+// ---- elementwise.cu (T: float, double, int32_t, uint8_t unless noted) ----
+// out: strided (ix), n elements.
+template <class T>
+cudaError_t launch_fill(T* out, const Indexer<1>& ix, int64_t n, T value);
+// dst, src: strided (ix.stride[0] = dst, [1] = src), n elements.
+template <class T>
+cudaError_t launch_copy(const T* src, T* dst, const Indexer<2>& ix, int64_t n, bool accumulate);
+// src, dst: (n) contiguous; S, D: any of the four types.
+template <class S, class D>
+cudaError_t launch_cast(const S* src, D* dst, int64_t n);
+// x, y: (n). T: float, double. y = alpha x (when ignore_y) or alpha x + beta y.
+template <class T>
+cudaError_t launch_axpby(const T* x, T alpha, T* y, T beta, bool ignore_y, int64_t n);
+// out, a, b: strided (ix.stride[0] = out, [1] = a, [2] = b). T: float, double.
+template <class T>
+cudaError_t launch_binary(Arith op, const T* a, const T* b, T* out, const Indexer<3>& ix, int64_t n);
+// x, y, gy, gx: (n). T: float, double. y = f(x); gx += gy f'(x).
+template <class T>
+cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n);
+template <class T>
+cudaError_t launch_unary_backward(Unary op, const T* x, const T* y, const T* gy, T* gx, int64_t n);
+
+// ---- random.cu (T: float, double) ----
+// out: (n). U[a, b) from word offset+i, or N(a, b^2) from normal number offset+i.
+template <class T>
+cudaError_t launch_fill_random(T* out, int64_t n, bool normal, double a, double b, PhiloxKey key);
+// x, y, mask: (n). Keep element i when U_i >= p; y = x * scale where kept, else 0.
+template <class T>
+cudaError_t launch_dropout_forward(const T* x, float p, T scale, PhiloxKey key, T* y, uint8_t* mask,
+                                   int64_t n);
+// gy, mask, gx: (n). gx += gy * scale where mask.
+template <class T>
+cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n);
+
+// ---- reduce.cu (T: float, double) ----
+// src: strided, viewed as (O kept) x (R reduced) -> partial: (chunks.count, O) in double.
+template <class T>
+cudaError_t launch_sum_chunks(const T* src, const Indexer<1>& kept, const Indexer<1>& reduced, int64_t O,
+                              int64_t R, Chunks chunks, double* partial);
+// partial: (chunks.count, cols) -> out: (cols); out = alpha s (+ out, in double).
+template <class T>
+cudaError_t launch_finish_chunks(const double* partial, Chunks chunks, int64_t cols, double alpha, T* out,
+                                 bool accumulate);
+
+// ---- nn.cu (T: float, double) ----
+// x, y, gy, gx: (n).
+template <class T>
+cudaError_t launch_gelu_forward(const T* x, T* y, int64_t n, bool tanh_approx);
+template <class T>
+cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx);
+// x, y: (N,C)  w, b: (C)  mean, rstd: (N)
+template <class T>
+cudaError_t launch_layernorm_forward(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
+                                     int64_t N, int64_t C);
+// x, gy, gx: (N,C)  w: (C)  mean, rstd: (N). gx += input gradient.
+template <class T>
+cudaError_t launch_layernorm_backward_input(const T* x, const T* w, const T* mean, const T* rstd, const T* gy,
+                                            T* gx, int64_t N, int64_t C);
+// x, gy: (N,C)  mean, rstd: (N) -> pw, pb: (chunks.count, C) partial sums of gy n and gy.
+template <class T>
+cudaError_t launch_layernorm_backward_params(const T* x, const T* mean, const T* rstd, const T* gy, int64_t N,
+                                             int64_t C, Chunks chunks, double* pw, double* pb);
+// x, y, gy, gx: (R,C)  mask: broadcast to (R,C) or none.
+template <class T>
+cudaError_t launch_softmax_forward(const T* x, const MaskView& mask, T* y, int64_t R, int64_t C, bool log);
+template <class T>
+cudaError_t launch_softmax_backward(const T* y, const T* gy, const MaskView& mask, T* gx, int64_t R,
+                                    int64_t C, bool log);
+
+// ---- embedding.cu (T: float, double) ----
+// idx: (n). Sets *flag to 1 when some idx[i] is outside [0, limit) and is not `ignore`.
+cudaError_t launch_flag_bad_indices(const int32_t* idx, int64_t n, int64_t limit, int64_t ignore,
+                                    int32_t* flag);
+// weight: (V,C)  ids: (N) in [0,V)  out: (N,C)
+template <class T>
+cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C);
+// ids: (N) in [0,V)  gout: (N,C)  gweight: (V,C) accumulated.
+template <class T>
+cudaError_t launch_embedding_backward(const int32_t* ids, const T* gout, T* gweight, int64_t N, int64_t C,
+                                      int64_t V);
+
+// ---- loss.cu (T: float, double) ----
+// logits: (N,V)  targets: (N) in [0,V) or ignore  losses, lse: (N)
+template <class T>
+cudaError_t launch_cross_entropy_forward(const T* logits, const int32_t* targets, int64_t ignore, T* losses,
+                                         T* lse, int64_t N, int64_t V);
+// logits, glogits: (N,V)  targets, lse, gloss: (N). glogits accumulated.
+template <class T>
+cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
+                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V);
+
+// ---- optim.cu (T: float, double) ----
+// AdamW's per-step coefficients, computed on the host in double as the CPU does.
+struct AdamWCoeffs {
+  double beta1, beta2, eps, decay, step_size, inv_sqrt_bc2;
+};
+// p, g, m, v: (n). m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;
+// p = p decay - step_size m / (sqrt(v) inv_sqrt_bc2 + eps).
+template <class T>
+cudaError_t launch_adamw(T* p, const T* g, T* m, T* v, const AdamWCoeffs& h, int64_t n);
+
+// ---- attention.cu (T: float, double) ----
+// Tiles are the (n,n) score matrices of the batch*NH heads, tile = b NH + h. key: (batch,n) u8,
+// 1 = token (the senders of SAOBP messages), or nullptr; c: (NH) the Potts c of each head.
+// P, s, L: (tiles,n,n). L = s + G with G the messages of beliefs P (src/attention/bp_potts.cpp).
+template <class T>
+cudaError_t launch_potts_messages(const T* P, const T* s, const uint8_t* key, const double* c, int64_t batch,
+                                  int64_t NH, int64_t n, bool causal, T* L);
+// P, dL, dP: (tiles,n,n)  dc: (tiles,n). dP = the gradient at P given dL at the refined logits;
+// dc[tile, k] += column k's share of dL/dc.
+template <class T>
+cudaError_t launch_potts_chain(const T* P, const T* dL, const uint8_t* key, const double* c, int64_t batch,
+                               int64_t NH, int64_t n, bool causal, T* dP, double* dc);
+// dc: (tiles,n)  dc_dlambda: (NH) -> glambda: (NH) += sum over b, in order, of tile (b,h)'s
+// total dc times dc_dlambda[h].
+template <class T>
+cudaError_t launch_lambda_grad(const double* dc, const double* dc_dlambda, int64_t batch, int64_t NH,
+                               int64_t n, T* glambda);
+// P, out: (R,C)  r: (R). ElemMul: out = P / r on allowed entries (else 0), r = allowed row sum.
+template <class T>
+cudaError_t launch_elemmul_normalize(const T* P, const MaskView& mask, T* out, T* r, int64_t R, int64_t C);
+// B, dB, dP: (R,C)  r: (R). dP = (dB - <dB,B>) / r on allowed entries of rows with r > 0, else 0.
+template <class T>
+cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskView& mask, T* dP, int64_t R,
+                                int64_t C);
+
+}  // namespace saobp::cuda

@@ -1,0 +1,580 @@
+// The CUDA backend against the CPU reference: every kernel of kernel_list.h runs on the same
+// inputs on both devices and must agree (f64 to 1e-12, f32 to 1e-5, relative to the largest
+// reference value; bitwise where both sides do the same IEEE operations in the same order).
+// The reductions and GEMM must also be bitwise identical run to run on the GPU. Without a GPU
+// every case is skipped with a warning.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tensor/backend.h"
+#include "tensor/kernels.h"
+
+using namespace saobp;
+
+namespace {
+
+const Device kCpu = Device::cpu();
+const Device kGpu = Device::cuda();
+const DType kFloating[] = {DType::f32, DType::f64};
+const DType kStorable[] = {DType::f32, DType::f64, DType::i32, DType::u8};
+
+double tolerance(DType t) { return t == DType::f64 ? 1e-12 : 1e-5; }
+
+// A CPU tensor of N(0, scale^2) values, drawn by the CPU kernel.
+Tensor randn(const Shape& s, DType t, uint64_t seed, double scale = 1.0) {
+  Tensor x = Tensor::empty(s, t);
+  kern::fill_random(x, RandomKind::normal, 0.0, scale, RngKey{seed, 0, 0});
+  return x;
+}
+
+Tensor uniform(const Shape& s, DType t, double lo, double hi, uint64_t seed) {
+  Tensor x = Tensor::empty(s, DType::f64);
+  kern::fill_random(x, RandomKind::uniform, lo, hi, RngKey{seed, 1, 0});
+  return x.to(t);
+}
+
+// i32 values in [0, limit).
+Tensor random_ids(int64_t n, int32_t limit, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<int32_t>(gen() % static_cast<uint32_t>(limit));
+  return Tensor::from_vector(v, {n});
+}
+
+// u8 values, 1 with probability `keep`.
+Tensor random_mask(const Shape& s, double keep, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& x : v) x = gen() < keep * 4294967296.0;
+  return Tensor::from_vector(v, s);
+}
+
+Tensor gpu(const Tensor& t) { return t.to(kGpu); }  // always a fresh device copy
+
+// max |got - want| / max |want| (0 when both are all zero; infinite on a NaN in only one).
+double rel_err(const Tensor& want, const Tensor& got) {
+  const auto w = want.to(kCpu).to(DType::f64).to_vector<double>();
+  const auto g = got.to(kCpu).to(DType::f64).to_vector<double>();
+  REQUIRE(w.size() == g.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(w[i]) || std::isnan(g[i])) {
+      if (std::isnan(w[i]) != std::isnan(g[i])) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    diff = std::max(diff, std::abs(w[i] - g[i]));
+    scale = std::max(scale, std::abs(w[i]));
+  }
+  return diff == 0 ? 0 : diff / scale;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(kCpu).contiguous(), hb = b.to(kCpu).contiguous();
+  return ha.dtype() == hb.dtype() && ha.shape() == hb.shape() &&
+         std::memcmp(ha.raw(), hb.raw(), static_cast<size_t>(ha.numel()) * dtype_size(ha.dtype())) == 0;
+}
+
+#define CHECK_CLOSE(want, got, dtype)               \
+  do {                                              \
+    INFO(#got << " (" << dtype_name(dtype) << ")"); \
+    CHECK(rel_err(want, got) <= tolerance(dtype));  \
+  } while (0)
+
+}  // namespace
+
+TEST_CASE("cuda runtime: device, copies, caching allocator", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  CHECK(saobp::cuda::built());
+  CHECK(!saobp::cuda::device_name(0).empty());
+  const std::vector<float> v{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};
+  const Tensor t = Tensor::from_vector(v, {2, 3}, kGpu);
+  CHECK(t.to_vector<float>() == v);
+  CHECK(t.clone().to_vector<float>() == v);
+  void* first = nullptr;
+  {
+    const Tensor a = Tensor::empty({1000}, DType::f32, kGpu);
+    first = a.raw();
+  }
+  const Tensor b = Tensor::empty({1000}, DType::f32, kGpu);
+  CHECK(b.raw() == first);  // the freed block came back from the cache
+  saobp::cuda::synchronize(0);
+}
+
+TEST_CASE("cuda fill on a strided view", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kStorable) {
+    Tensor base_c = Tensor::zeros({4, 6}, dt), base_g = Tensor::zeros({4, 6}, dt, kGpu);
+    Tensor view_c = base_c.transpose(0, 1).slice(0, 1, 5), view_g = base_g.transpose(0, 1).slice(0, 1, 5);
+    kern::fill(view_c, 3.0);
+    kern::fill(view_g, 3.0);
+    CHECK(bitwise_equal(base_c, base_g));
+  }
+}
+
+TEST_CASE("cuda copy: strided, broadcast, accumulate", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kStorable) {
+    INFO(dtype_name(dt));
+    const Tensor src = uniform({5, 4}, dt, 0, 100, 1);
+    Tensor dst_c = uniform({4, 5}, dt, 0, 100, 2), dst_g = gpu(dst_c);
+    kern::copy(src.transpose(0, 1), dst_c, false);
+    kern::copy(gpu(src).transpose(0, 1), dst_g, false);
+    CHECK(bitwise_equal(dst_c, dst_g));
+    const Tensor row = uniform({1, 5}, dt, 0, 100, 3);
+    kern::copy(row.expand({4, 5}), dst_c, true);
+    kern::copy(gpu(row).expand({4, 5}), dst_g, true);
+    CHECK(bitwise_equal(dst_c, dst_g));
+  }
+}
+
+TEST_CASE("cuda cast between every pair of dtypes", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType from : kStorable)
+    for (DType to : kStorable) {
+      INFO(dtype_name(from) << " -> " << dtype_name(to));
+      const Tensor src = uniform({3, 7}, from, 0, 200, 4);
+      Tensor out_c = Tensor::empty({3, 7}, to), out_g = Tensor::empty({3, 7}, to, kGpu);
+      kern::cast(src, out_c);
+      kern::cast(gpu(src), out_g);
+      CHECK(bitwise_equal(out_c, out_g));
+    }
+}
+
+TEST_CASE("cuda fill_random draws the CPU's Philox numbers", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const RngKey key{7, 3, 5};
+  for (DType dt : kFloating) {
+    Tensor u_c = Tensor::empty({1001}, dt), u_g = Tensor::empty({1001}, dt, kGpu);
+    kern::fill_random(u_c, RandomKind::uniform, -2.0, 3.0, key);
+    kern::fill_random(u_g, RandomKind::uniform, -2.0, 3.0, key);
+    CHECK(bitwise_equal(u_c, u_g));
+    Tensor n_c = Tensor::empty({1001}, dt), n_g = Tensor::empty({1001}, dt, kGpu);
+    kern::fill_random(n_c, RandomKind::normal, 0.5, 2.0, key);
+    kern::fill_random(n_g, RandomKind::normal, 0.5, 2.0, key);
+    CHECK_CLOSE(n_c, n_g, dt);
+    // Value i depends on offset + i only: a draw at offset 505 is the tail of the one above.
+    Tensor tail = Tensor::empty({501}, dt, kGpu);
+    kern::fill_random(tail, RandomKind::normal, 0.5, 2.0, RngKey{7, 3, 505});
+    CHECK(bitwise_equal(tail, n_g.slice(0, 500, 1001)));
+  }
+}
+
+TEST_CASE("cuda gemm: transposes, batch broadcasting, alpha/beta", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  struct Case {
+    Shape a_batch, b_batch, c_batch;
+  };
+  const Case cases[] = {{{}, {}, {}}, {{3}, {3}, {3}}, {{}, {3}, {3}}, {{3}, {}, {3}}, {{2, 3}, {}, {2, 3}}};
+  const int64_t M = 37, K = 45, N = 29;
+  uint64_t seed = 10;
+  for (DType dt : kFloating)
+    for (const Case& cs : cases)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (double beta : {0.0, 0.5}) {
+            INFO(dtype_name(dt) << " ta=" << ta << " tb=" << tb << " beta=" << beta << " batches "
+                                << shape_str(cs.a_batch) << shape_str(cs.b_batch));
+            auto with = [](Shape batch, int64_t r, int64_t c) {
+              batch.push_back(r);
+              batch.push_back(c);
+              return batch;
+            };
+            const Tensor a = randn(ta ? with(cs.a_batch, K, M) : with(cs.a_batch, M, K), dt, ++seed);
+            const Tensor b = randn(tb ? with(cs.b_batch, N, K) : with(cs.b_batch, K, N), dt, ++seed);
+            Tensor c_c = randn(with(cs.c_batch, M, N), dt, ++seed);
+            if (beta == 0.0) kern::fill(c_c, std::nan(""));  // beta = 0 must ignore c
+            Tensor c_g = gpu(c_c);
+            kern::gemm(a, ta, b, tb, c_c, 0.7, beta);
+            kern::gemm(gpu(a), ta, gpu(b), tb, c_g, 0.7, beta);
+            CHECK_CLOSE(c_c, c_g, dt);
+          }
+  for (DType dt : kFloating) {  // K == 0: c = beta c
+    const Tensor a = Tensor::empty({4, 0}, dt), b = Tensor::empty({0, 3}, dt);
+    Tensor c_c = randn({4, 3}, dt, 3), c_g = gpu(c_c);
+    kern::gemm(a, false, b, false, c_c, 1.0, 0.5);
+    kern::gemm(gpu(a), false, gpu(b), false, c_g, 1.0, 0.5);
+    CHECK_CLOSE(c_c, c_g, dt);
+  }
+}
+
+TEST_CASE("cuda gemm is bitwise reproducible", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating) {
+    const Tensor a = gpu(randn({4, 192, 256}, dt, 1)), b = gpu(randn({256, 160}, dt, 2));
+    Tensor c1 = Tensor::empty({4, 192, 160}, dt, kGpu), c2 = Tensor::empty({4, 192, 160}, dt, kGpu);
+    kern::gemm(a, false, b, false, c1, 1.0, 0.0);
+    kern::gemm(a, false, b, false, c2, 1.0, 0.0);
+    CHECK(bitwise_equal(c1, c2));
+  }
+}
+
+TEST_CASE("cuda binary with broadcasting and strided inputs", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const Shape b_shapes[] = {{4}, {2, 1, 4}, {1, 3, 1}, {2, 3, 4}};
+  for (DType dt : kFloating)
+    for (BinaryOp op : {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div})
+      for (const Shape& bs : b_shapes) {
+        INFO(dtype_name(dt) << " op " << static_cast<int>(op) << " b " << shape_str(bs));
+        const Tensor a = randn({2, 4, 3}, dt, 5);  // used as (2,3,4) through a transpose
+        const Tensor b = uniform(bs, dt, 0.5, 2.0, 6);
+        Tensor out_c = Tensor::empty({2, 3, 4}, dt), out_g = Tensor::empty({2, 3, 4}, dt, kGpu);
+        kern::binary(op, a.transpose(1, 2), b, out_c);
+        kern::binary(op, gpu(a).transpose(1, 2), gpu(b), out_g);
+        CHECK(bitwise_equal(out_c, out_g));  // one correctly rounded IEEE operation each
+      }
+}
+
+TEST_CASE("cuda reduce_sum_to", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  struct Case {
+    Shape src, dst;
+  };
+  const Case cases[] = {{{4, 6, 8}, {1, 1, 8}},   {{4, 6, 8}, {4, 6, 1}},  {{4, 6, 8}, {1, 6, 1}},
+                        {{4, 6, 8}, {4, 1, 8}},   {{4, 6, 8}, {1, 1, 1}},  {{4, 6, 8}, {4, 6, 8}},
+                        {{300, 1000}, {1, 1000}}, {{300, 1000}, {300, 1}}, {{300, 1000}, {1, 1}}};
+  for (DType dt : kFloating)
+    for (const Case& cs : cases)
+      for (bool accumulate : {false, true}) {
+        INFO(dtype_name(dt) << " " << shape_str(cs.src) << " -> " << shape_str(cs.dst) << " acc "
+                            << accumulate);
+        const Tensor src = randn(cs.src, dt, 7);
+        Tensor dst_c = randn(cs.dst, dt, 8), dst_g = gpu(dst_c), dst_g2 = gpu(dst_c);
+        kern::reduce_sum_to(src, dst_c, 0.5, accumulate);
+        kern::reduce_sum_to(gpu(src), dst_g, 0.5, accumulate);
+        kern::reduce_sum_to(gpu(src), dst_g2, 0.5, accumulate);
+        CHECK_CLOSE(dst_c, dst_g, dt);
+        CHECK(bitwise_equal(dst_g, dst_g2));
+      }
+}
+
+TEST_CASE("cuda axpby", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (auto [alpha, beta] : {std::pair{0.3, 0.0}, std::pair{1.0, 1.0}, std::pair{-0.5, 2.0}}) {
+      const Tensor x = randn({1000}, dt, 9);
+      Tensor y_c = randn({1000}, dt, 10);
+      if (beta == 0.0) kern::fill(y_c, std::nan(""));  // beta = 0 must ignore y
+      Tensor y_g = gpu(y_c);
+      kern::axpby(x, alpha, y_c, beta);
+      kern::axpby(gpu(x), alpha, y_g, beta);
+      CHECK_CLOSE(y_c, y_g, dt);
+    }
+}
+
+TEST_CASE("cuda gelu forward and backward", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (bool tanh_approx : {false, true}) {
+      INFO(dtype_name(dt) << " tanh " << tanh_approx);
+      const Tensor x = randn({3, 333}, dt, 11, 3.0), gy = randn({3, 333}, dt, 12);
+      Tensor y_c = x.empty_like(), y_g = Tensor::empty({3, 333}, dt, kGpu);
+      kern::gelu_forward(x, y_c, tanh_approx);
+      kern::gelu_forward(gpu(x), y_g, tanh_approx);
+      CHECK_CLOSE(y_c, y_g, dt);
+      Tensor gx_c = randn({3, 333}, dt, 13), gx_g = gpu(gx_c);
+      kern::gelu_backward(x, gy, gx_c, tanh_approx);
+      kern::gelu_backward(gpu(x), gpu(gy), gx_g, tanh_approx);
+      CHECK_CLOSE(gx_c, gx_g, dt);
+    }
+}
+
+TEST_CASE("cuda unary forward and backward", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (UnaryOp op : {UnaryOp::exp, UnaryOp::log, UnaryOp::log1p, UnaryOp::softplus}) {
+      INFO(dtype_name(dt) << " op " << static_cast<int>(op));
+      const bool positive = op == UnaryOp::log || op == UnaryOp::log1p;
+      const Tensor x = positive ? uniform({1000}, dt, 0.1, 5.0, 40) : randn({1000}, dt, 40, 4.0);
+      const Tensor gy = randn({1000}, dt, 41);
+      Tensor y_c = x.empty_like(), y_g = Tensor::empty({1000}, dt, kGpu);
+      kern::unary(op, x, y_c);
+      kern::unary(op, gpu(x), y_g);
+      CHECK_CLOSE(y_c, y_g, dt);
+      Tensor gx_c = randn({1000}, dt, 42), gx_g = gpu(gx_c);
+      kern::unary_backward(op, x, y_c, gy, gx_c);
+      kern::unary_backward(op, gpu(x), y_g, gpu(gy), gx_g);
+      CHECK_CLOSE(gx_c, gx_g, dt);
+    }
+}
+
+TEST_CASE("cuda adamw_step", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating) {
+    Tensor p_c = randn({777}, dt, 43), m_c = randn({777}, dt, 44, 0.1);
+    Tensor v_c = uniform({777}, dt, 0.0, 0.01, 45);
+    Tensor p_g = gpu(p_c), m_g = gpu(m_c), v_g = gpu(v_c);
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor g = randn({777}, dt, 45 + static_cast<uint64_t>(step));
+      const AdamWParams h{1e-2, 0.9, 0.999, 1e-8, 0.1, step};
+      kern::adamw_step(p_c, g, m_c, v_c, h);
+      kern::adamw_step(p_g, gpu(g), m_g, v_g, h);
+    }
+    CHECK_CLOSE(p_c, p_g, dt);
+    CHECK_CLOSE(m_c, m_g, dt);
+    CHECK_CLOSE(v_c, v_g, dt);
+  }
+}
+
+TEST_CASE("cuda layernorm forward and backward", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const Shape shapes[] = {{2, 37, 70}, {4096, 64}};  // odd C; many rows (several chunks)
+  for (DType dt : kFloating)
+    for (const Shape& s : shapes) {
+      INFO(dtype_name(dt) << " " << shape_str(s));
+      const int64_t C = s.back(), N = shape_numel(s) / C;
+      const Tensor x = randn(s, dt, 14, 2.0), w = randn({C}, dt, 15), b = randn({C}, dt, 16);
+      const Tensor gy = randn(s, dt, 17);
+      Tensor y_c = x.empty_like(), mean_c = Tensor::empty({N}, dt), rstd_c = Tensor::empty({N}, dt);
+      kern::layernorm_forward(x, w, b, 1e-5, y_c, mean_c, rstd_c);
+      auto run_gpu = [&](bool with_gx) {
+        Tensor y = Tensor::empty(s, dt, kGpu), mean = Tensor::empty({N}, dt, kGpu);
+        Tensor rstd = Tensor::empty({N}, dt, kGpu);
+        kern::layernorm_forward(gpu(x), gpu(w), gpu(b), 1e-5, y, mean, rstd);
+        Tensor gx = with_gx ? gpu(randn(s, dt, 18)) : Tensor();
+        Tensor gw = gpu(randn({C}, dt, 19)), gb = gpu(randn({C}, dt, 20));
+        kern::layernorm_backward(gpu(x), gpu(w), mean, rstd, gpu(gy), gx, gw, gb);
+        return std::vector<Tensor>{y, mean, rstd, gx, gw, gb};
+      };
+      const auto g1 = run_gpu(true), g2 = run_gpu(true), g3 = run_gpu(false);
+      CHECK_CLOSE(y_c, g1[0], dt);
+      CHECK_CLOSE(mean_c, g1[1], dt);
+      CHECK_CLOSE(rstd_c, g1[2], dt);
+      Tensor gx_c = randn(s, dt, 18), gw_c = randn({C}, dt, 19), gb_c = randn({C}, dt, 20);
+      kern::layernorm_backward(x, w, mean_c, rstd_c, gy, gx_c, gw_c, gb_c);
+      CHECK_CLOSE(gx_c, g1[3], dt);
+      CHECK_CLOSE(gw_c, g1[4], dt);
+      CHECK_CLOSE(gb_c, g1[5], dt);
+      for (size_t i = 0; i < g1.size(); ++i) CHECK(bitwise_equal(g1[i], g2[i]));
+      CHECK(bitwise_equal(g1[4], g3[4]));  // gw, gb do not depend on whether gx is wanted
+      CHECK(bitwise_equal(g1[5], g3[5]));
+    }
+}
+
+TEST_CASE("cuda softmax forward and backward with masks", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const Shape xs{2, 3, 40, 45};
+  Tensor causal = Tensor::zeros({1, 1, 40, 45}, DType::u8);  // broadcast over (B, NH)
+  for (int64_t t = 0; t < 40; ++t) {
+    Tensor row = causal.slice(2, t, t + 1).slice(3, 0, t + 1);
+    kern::fill(row, 1.0);
+  }
+  Tensor holes = random_mask(xs, 0.6, 21);  // full-shape mask with some fully masked rows
+  for (int64_t t : {0, 17, 39}) {
+    Tensor row = holes.slice(2, t, t + 1);
+    kern::fill(row, 0.0);
+  }
+  const Tensor masks[] = {Tensor(), causal, holes};
+  for (DType dt : kFloating)
+    for (size_t mi = 0; mi < 3; ++mi)
+      for (bool log : {false, true}) {
+        INFO(dtype_name(dt) << " mask " << mi << " log " << log);
+        const Tensor& mask = masks[mi];
+        const Tensor mask_g = mask.defined() ? gpu(mask) : Tensor();
+        const Tensor x = randn(xs, dt, 22, 3.0), gy = randn(xs, dt, 23);
+        Tensor y_c = x.empty_like();
+        kern::softmax_forward(x, mask, y_c, log);
+        Tensor gx_c = randn(xs, dt, 24);
+        kern::softmax_backward(y_c, gy, mask, gx_c, log);
+        auto run_gpu = [&] {
+          Tensor y = Tensor::empty(xs, dt, kGpu), gx = gpu(randn(xs, dt, 24));
+          kern::softmax_forward(gpu(x), mask_g, y, log);
+          kern::softmax_backward(y, gpu(gy), mask_g, gx, log);
+          return std::pair{y, gx};
+        };
+        const auto [y1, gx1] = run_gpu();
+        const auto [y2, gx2] = run_gpu();
+        CHECK_CLOSE(y_c, y1, dt);
+        CHECK_CLOSE(gx_c, gx1, dt);
+        CHECK(bitwise_equal(y1, y2));
+        CHECK(bitwise_equal(gx1, gx2));
+      }
+}
+
+TEST_CASE("cuda embedding forward and backward", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t V = 50, C = 70, N = 300;
+  const Tensor ids = random_ids(N, static_cast<int32_t>(V), 25);  // many repeats
+  for (DType dt : kFloating) {
+    const Tensor weight = randn({V, C}, dt, 26), gout = randn({N, C}, dt, 27);
+    Tensor out_c = Tensor::empty({N, C}, dt), out_g = Tensor::empty({N, C}, dt, kGpu);
+    kern::embedding_forward(weight, ids, out_c);
+    kern::embedding_forward(gpu(weight), gpu(ids), out_g);
+    CHECK(bitwise_equal(out_c, out_g));
+    Tensor gw_c = randn({V, C}, dt, 28), gw_g = gpu(gw_c);
+    kern::embedding_backward(ids, gout, gw_c);
+    kern::embedding_backward(gpu(ids), gpu(gout), gw_g);
+    CHECK(bitwise_equal(gw_c, gw_g));  // the same additions in the same order (n ascending)
+  }
+  Tensor bad = Tensor::from_vector(std::vector<int32_t>{3, 7, 50, 1}, {4}, kGpu);
+  Tensor out = Tensor::empty({4, C}, DType::f32, kGpu);
+  const Tensor weight = gpu(randn({V, C}, DType::f32, 29));
+  REQUIRE_THROWS_WITH(kern::embedding_forward(weight, bad, out),
+                      Catch::Contains("id 50 at position 2 is outside [0, 50)"));
+  Tensor negative = Tensor::from_vector(std::vector<int32_t>{-1, 0, 0, 0}, {4}, kGpu);
+  Tensor gw = Tensor::zeros({V, C}, DType::f32, kGpu);
+  REQUIRE_THROWS_WITH(kern::embedding_backward(negative, out, gw), Catch::Contains("id -1 at position 0"));
+}
+
+TEST_CASE("cuda dropout keeps the CPU's mask", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const RngKey key{11, 2, 100};
+  for (DType dt : kFloating) {
+    const Tensor x = randn({2000}, dt, 30), gy = randn({2000}, dt, 31);
+    Tensor y_c = x.empty_like(), mask_c = Tensor::empty({2000}, DType::u8);
+    Tensor y_g = Tensor::empty({2000}, dt, kGpu), mask_g = Tensor::empty({2000}, DType::u8, kGpu);
+    kern::dropout_forward(x, 0.3, key, y_c, mask_c);
+    kern::dropout_forward(gpu(x), 0.3, key, y_g, mask_g);
+    CHECK(bitwise_equal(mask_c, mask_g));
+    CHECK(bitwise_equal(y_c, y_g));
+    Tensor gx_c = randn({2000}, dt, 32), gx_g = gpu(gx_c);
+    kern::dropout_backward(gy, mask_c, 0.3, gx_c);
+    kern::dropout_backward(gpu(gy), mask_g, 0.3, gx_g);
+    CHECK_CLOSE(gx_c, gx_g, dt);
+  }
+  Tensor y = Tensor::empty({4}, DType::f32, kGpu), mask = Tensor::empty({4}, DType::u8, kGpu);
+  REQUIRE_THROWS_WITH(kern::dropout_forward(y.clone(), 1.0, key, y, mask), Catch::Contains("[0, 1)"));
+}
+
+TEST_CASE("cuda cross_entropy forward and backward", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t ignore = -100;
+  for (int64_t V : {300, 1000})
+    for (DType dt : kFloating) {
+      INFO(dtype_name(dt) << " V " << V);
+      const int64_t N = 37;
+      Tensor targets = random_ids(N, static_cast<int32_t>(V), 33);
+      for (int64_t n : {0, 5, 36}) targets.data<int32_t>()[n] = static_cast<int32_t>(ignore);
+      const Tensor logits = randn({N, V}, dt, 34, 4.0), gloss = randn({N}, dt, 35);
+      Tensor loss_c = Tensor::empty({N}, dt), lse_c = Tensor::empty({N}, dt);
+      kern::cross_entropy_forward(logits, targets, ignore, loss_c, lse_c);
+      Tensor gl_c = randn({N, V}, dt, 36);
+      kern::cross_entropy_backward(logits, targets, lse_c, gloss, ignore, gl_c);
+      auto run_gpu = [&] {
+        Tensor loss = Tensor::empty({N}, dt, kGpu), lse = Tensor::empty({N}, dt, kGpu);
+        kern::cross_entropy_forward(gpu(logits), gpu(targets), ignore, loss, lse);
+        Tensor gl = gpu(randn({N, V}, dt, 36));
+        kern::cross_entropy_backward(gpu(logits), gpu(targets), lse, gpu(gloss), ignore, gl);
+        return std::vector<Tensor>{loss, lse, gl};
+      };
+      const auto g1 = run_gpu(), g2 = run_gpu();
+      CHECK_CLOSE(loss_c, g1[0], dt);
+      CHECK_CLOSE(lse_c, g1[1], dt);
+      CHECK_CLOSE(gl_c, g1[2], dt);
+      for (size_t i = 0; i < g1.size(); ++i) CHECK(bitwise_equal(g1[i], g2[i]));
+    }
+  const Tensor logits = gpu(randn({3, 10}, DType::f32, 37));
+  const Tensor bad = Tensor::from_vector(std::vector<int32_t>{1, -100, 10}, {3}, kGpu);
+  Tensor loss = Tensor::empty({3}, DType::f32, kGpu), lse = Tensor::empty({3}, DType::f32, kGpu);
+  REQUIRE_THROWS_WITH(kern::cross_entropy_forward(logits, bad, ignore, loss, lse),
+                      Catch::Contains("target 10 at position 2 is outside [0, 10)"));
+}
+
+TEST_CASE("cuda fused attention: every variant, causal, padding, BP steps", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t B = 2, NH = 3, T = 37, HS = 8;
+  const Shape qs{B, NH, T, HS}, tile{B, NH, T, T};
+  Tensor padding = Tensor::full({B, T}, 1.0, DType::u8);  // the last 5 tokens of sequence 1 pad
+  Tensor pad_tail = padding.slice(0, 1, 2).slice(1, T - 5, T);
+  kern::fill(pad_tail, 0.0);
+  for (DType dt : kFloating)
+    for (AttnVariant variant :
+         {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul})
+      for (bool causal : {false, true})
+        for (bool padded : {false, true})
+          for (int steps : {1, 2}) {
+            const bool potts = variant == AttnVariant::bp_high || variant == AttnVariant::bp_low;
+            if (steps > 1 && !potts) continue;
+            INFO(dtype_name(dt) << " variant " << static_cast<int>(variant) << " causal " << causal
+                                << " padded " << padded << " steps " << steps);
+            const AttnParams p{variant, causal, steps, 1.0 / std::sqrt(double(HS))};
+            const Tensor q = randn(qs, dt, 50, 1.5), k = randn(qs, dt, 51, 1.5), v = randn(qs, dt, 52);
+            const Tensor gout = randn(qs, dt, 53);
+            const Tensor lambda = Tensor::from_vector(std::vector<double>{0.0, 0.7, 2.0}, {NH}).to(dt);
+            const Tensor key_mask = padded ? padding : Tensor();
+            const Shape saved_shape = potts ? Shape{steps, B, NH, T, T} : Shape{1, B, NH, T, T};
+            const bool has_saved = variant != AttnVariant::original;
+            const bool has_aux = variant == AttnVariant::bp_elemmul;
+            auto run = [&](Device dev) {
+              auto on = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone() : Tensor(); };
+              Tensor out = Tensor::empty(qs, dt, dev), probs = Tensor::empty(tile, dt, dev);
+              Tensor saved = has_saved ? Tensor::empty(saved_shape, dt, dev) : Tensor();
+              Tensor aux = has_aux ? Tensor::empty({B, NH, T}, dt, dev) : Tensor();
+              kern::attention_forward(on(q), on(k), on(v), on(key_mask), on(lambda), p, out, probs, saved,
+                                      aux);
+              Tensor gq = on(randn(qs, dt, 54)), gk = on(randn(qs, dt, 55)), gv = on(randn(qs, dt, 56));
+              Tensor glambda = on(randn({NH}, dt, 57));
+              kern::attention_backward(on(q), on(k), on(v), on(key_mask), on(lambda), p, probs, saved, aux,
+                                       on(gout), gq, gk, gv, glambda);
+              return std::vector<Tensor>{out, probs, saved, aux, gq, gk, gv, glambda};
+            };
+            const auto c = run(kCpu), g1 = run(kGpu), g2 = run(kGpu);
+            const char* names[] = {"out", "probs", "saved", "aux", "gq", "gk", "gv", "glambda"};
+            for (size_t i = 0; i < c.size(); ++i) {
+              if (!c[i].defined()) continue;
+              INFO(names[i]);
+              CHECK(rel_err(c[i], g1[i]) <= tolerance(dt));
+              CHECK(bitwise_equal(g1[i], g2[i]));
+            }
+          }
+}
