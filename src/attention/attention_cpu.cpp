@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 
 #include "attention/tile.h"
+#include "tensor/checks.h"
 #include "tensor/cpu/common.h"
 
 namespace saobp::cpu {
@@ -23,37 +24,7 @@ using RowMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen
 template <class T>
 using CRowMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
-struct Dims {
-  int64_t B, NH, T, HS;
-};
-
-Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
-                     const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux) {
-  const char* op = "attention";
-  if (q.dim() != 4) fail(op, "q must be (B,NH,T,HS), got {}", q.str());
-  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3)};
-  for (const Tensor* t : {&q, &k, &v}) {
-    check_shape(*t, q.shape(), op, "q, k and v");
-    check_dtype(*t, q.dtype(), op, "q, k and v");
-    if (!t->is_contiguous()) fail(op, "q, k and v must be contiguous, got {}", t->str());
-  }
-  check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
-  if (key_mask.defined()) {
-    check_shape(key_mask, {d.B, d.T}, op, "key_mask");
-    check_dtype(key_mask, DType::u8, op, "key_mask");
-  }
-  const bool bp = p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
-  if (bp) {
-    if (p.steps < 1) fail(op, "BP steps must be >= 1, got {}", p.steps);
-    check_shape(lambda, {d.NH}, op, "lambda");
-    check_shape(saved, {p.steps, d.B, d.NH, d.T, d.T}, op, "saved beliefs");
-  }
-  if (p.variant == AttnVariant::bp_elemmul) {
-    check_shape(saved, {1, d.B, d.NH, d.T, d.T}, op, "saved attention");
-    check_shape(aux, {d.B, d.NH, d.T}, op, "row sums");
-  }
-  return d;
-}
+using Dims = AttnDims;
 
 template <class T>
 std::vector<double> lambdas(const Tensor& lambda) {

@@ -8,6 +8,7 @@
 // same way whatever OMP_NUM_THREADS is.
 #include <Eigen/Core>
 
+#include "tensor/checks.h"
 #include "tensor/cpu/common.h"
 
 namespace saobp::cpu {
@@ -38,22 +39,8 @@ Tiling choose_tiles(int64_t M, int64_t N, int64_t batch) {
 template <class T>
 void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   // c: (Bc, M, N); a: (Ba, M, K) [or (Ba, K, M) if ta]; b: (Bb, K, N) [or (Bb, N, K) if tb].
-  if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
-    fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
-  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
-    fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
-  const int64_t M = c.size(-2), N = c.size(-1);
-  const int64_t K = ta ? a.size(-2) : a.size(-1);
-  const int64_t am = ta ? a.size(-1) : a.size(-2);
-  const int64_t bk = tb ? b.size(-1) : b.size(-2), bn = tb ? b.size(-2) : b.size(-1);
-  if (am != M || bk != K || bn != N)
-    fail("gemm", "shapes do not match: a {}{} b {}{} c {}", a.str(), ta ? "^T" : "", b.str(),
-         tb ? "^T" : "", c.str());
-  // Batch = product of the leading dims (not numel / matrix size, which is 0 / 1 when K == 0).
-  auto lead = [](const Tensor& t) { return shape_numel(Shape(t.shape().begin(), t.shape().end() - 2)); };
-  const int64_t Bc = lead(c), Ba = lead(a), Bb = lead(b);
-  if ((Ba != Bc && Ba != 1) || (Bb != Bc && Bb != 1))
-    fail("gemm", "batch sizes differ: a {} b {} c {}", a.str(), b.str(), c.str());
+  const GemmDims g = check_gemm(a, ta, b, tb, c);
+  const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
   if (M == 0 || N == 0) return;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
@@ -95,8 +82,6 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
 }  // namespace
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
-  check_dtype(a, c.dtype(), "gemm", "a");
-  check_dtype(b, c.dtype(), "gemm", "b");
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 

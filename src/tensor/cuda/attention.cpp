@@ -10,50 +10,14 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/checks.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {
 
 namespace {
 
-struct Dims {
-  int64_t B, NH, T, HS;
-};
-
-// The CPU's check_attention.
-Dims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
-                     const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
-                     const Tensor& aux) {
-  const char* op = "attention";
-  if (q.dim() != 4) fail(op, "q must be (B,NH,T,HS), got {}", q.str());
-  const Dims d{q.size(0), q.size(1), q.size(2), q.size(3)};
-  for (const Tensor* t : {&q, &k, &v}) {
-    check_shape(*t, q.shape(), op, "q, k and v");
-    check_dtype(*t, q.dtype(), op, "q, k and v");
-    if (!t->is_contiguous()) fail(op, "q, k and v must be contiguous, got {}", t->str());
-  }
-  check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
-  require_contiguous(op, probs, saved, aux);
-  if (key_mask.defined()) {
-    check_shape(key_mask, {d.B, d.T}, op, "key_mask");
-    check_dtype(key_mask, DType::u8, op, "key_mask");
-    require_contiguous(op, key_mask);
-  }
-  if (p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low) {
-    if (p.steps < 1) fail(op, "BP steps must be >= 1, got {}", p.steps);
-    check_shape(lambda, {d.NH}, op, "lambda");
-    check_shape(saved, {p.steps, d.B, d.NH, d.T, d.T}, op, "saved beliefs");
-  }
-  if (p.variant == AttnVariant::bp_elemmul) {
-    check_shape(saved, {1, d.B, d.NH, d.T, d.T}, op, "saved attention");
-    check_shape(aux, {d.B, d.NH, d.T}, op, "row sums");
-  }
-  return d;
-}
-
-bool is_potts(const AttnParams& p) {
-  return p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
-}
+using Dims = AttnDims;
 
 // allowed(j,k) of every tile row: key k is a token (key_mask (B,T) broadcast over heads and
 // query rows) and, when causal, k <= j.
@@ -152,7 +116,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   Tensor dB = probs.empty_like();
   gemm(gout, false, v, true, dB, 1.0, 0.0);
   if (gv.defined()) gemm(probs, true, gout, false, gv, 1.0, 1.0);
-  const bool wants_lambda = glambda.defined() && is_potts(p);
+  const bool wants_lambda = glambda.defined() && is_potts(p.variant);
   if (!gq.defined() && !gk.defined() && !wants_lambda) return;
   if (wants_lambda) check_shape(glambda, {d.NH}, op, "glambda");
   Tensor ds = probs.zeros_like();

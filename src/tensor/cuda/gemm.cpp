@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 
+#include "tensor/checks.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {
@@ -55,26 +56,11 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t opa, cublasOpera
                                    batch);
 }
 
-// Product of the leading dims (all but the last two): the batch count, also when K or N is 0.
-int64_t batch(const Tensor& t) { return shape_numel(Shape(t.shape().begin(), t.shape().end() - 2)); }
-
 // c: (Bc,M,N)  a: (Ba,M,K) or (Ba,K,M) if ta  b: (Bb,K,N) or (Bb,N,K) if tb; Ba, Bb in {Bc, 1}.
 template <class T>
 void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
-  if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
-    fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
-  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
-    fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
-  const int64_t M = c.size(-2), N = c.size(-1);
-  const int64_t K = ta ? a.size(-2) : a.size(-1);
-  const int64_t am = ta ? a.size(-1) : a.size(-2);
-  const int64_t bk = tb ? b.size(-1) : b.size(-2), bn = tb ? b.size(-2) : b.size(-1);
-  if (am != M || bk != K || bn != N)
-    fail("gemm", "shapes do not match: a {}{} b {}{} c {}", a.str(), ta ? "^T" : "", b.str(), tb ? "^T" : "",
-         c.str());
-  const int64_t Ba = batch(a), Bb = batch(b), Bc = batch(c);
-  if ((Ba != Bc && Ba != 1) || (Bb != Bc && Bb != 1))
-    fail("gemm", "batch sizes differ: a {} b {} c {}", a.str(), b.str(), c.str());
+  const GemmDims g = check_gemm(a, ta, b, tb, c);
+  const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
   if (c.numel() == 0) return;
   if (K == 0) {  // op(a) op(b) is zero; cuBLAS would reject the leading dimension 0
     if (beta == 0.0)
@@ -99,8 +85,6 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   prepare("gemm", c, a, b);
-  check_dtype(a, c.dtype(), "gemm", "a");
-  check_dtype(b, c.dtype(), "gemm", "b");
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 
