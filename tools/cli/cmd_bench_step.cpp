@@ -35,6 +35,7 @@ void make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t step, T
 }
 
 int run_bench_step(const StepBenchOptions& o) {
+  for (const std::string& name : o.variants) parse_variant(name);  // reject typos before any work
   fmt::print("bench-step: BERT-Mini MLM training step, B={} T={} ({} tokens/step), {} OpenMP threads, f32\n", o.batch,
              o.T, o.batch * o.T, omp_get_max_threads());
   fmt::print("{:<12} {:>10} {:>12} {:>12} {:>12}\n", "attention", "ms/step", "tokens/s", "vs original", "loss");
@@ -78,7 +79,8 @@ void register_bench_step(CLI::App& app) {
   sub->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", o.warmup, "untimed steps")->check(CLI::NonNegativeNumber);
   sub->add_option("--steps", o.steps, "timed steps (the median is reported)")->check(CLI::PositiveNumber);
-  sub->add_option("--variants", o.variants, "attention variants, the first is the baseline");
+  sub->add_option("--variants", o.variants, "attention variants, comma-separated; the first is the baseline")
+      ->delimiter(',');
   sub->add_option("--lambda", o.lambda, "λ of the BP variants");
   sub->add_option("--seed", o.seed, "random seed");
   add_command(sub, [] { return run_bench_step(o); });
