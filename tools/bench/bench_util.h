@@ -44,7 +44,11 @@ inline double fma_peak_gflops() {
     for (auto& x : a) x = _mm512_set1_ps(1.0f);
     for (long i = 0; i < iters; ++i)
       for (auto& x : a) x = _mm512_fmadd_ps(x, m, c);
-    for (auto& x : a) sink += _mm512_reduce_add_ps(x);
+    alignas(64) float buf[16];
+    for (auto& x : a) {
+      _mm512_store_ps(buf, x);
+      for (float v : buf) sink += v;
+    }
 #pragma omp single
     lanes = 16;
 #elif defined(__FMA__)
