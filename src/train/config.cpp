@@ -1,0 +1,537 @@
+// The run config: schema, TOML reading with overrides, resolution, checks, and the writer.
+// Each key is one row of kSchema (section, key, member pointer); reading and writing are
+// overloads on the member's type, so adding a key is one line here and one in config.h.
+#include "train/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace saobp {
+namespace {
+
+// ---- values: reading a toml::node into a typed member, writing a member as TOML text -------
+
+const char* node_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
+  }
+}
+
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
+    else
+      out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+// Shortest text that reads back to the same double, always a TOML float ("1.0", not "1").
+std::string toml_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+// What was found, for type errors: the type and a short rendering of scalars.
+std::string found(const toml::node& n) {
+  std::string what = node_type_name(n);
+  if (auto s = n.value_exact<std::string>()) return what + " " + toml_string(*s);
+  if (auto i = n.value_exact<int64_t>()) return what + " " + std::to_string(*i);
+  if (auto d = n.value_exact<double>()) return what + " " + toml_float(*d);
+  if (auto b = n.value_exact<bool>()) return what + (*b ? " true" : " false");
+  return what;
+}
+
+struct Ctx {
+  std::string key;    // "model.hidden"
+  std::string where;  // "file.toml:3:1: " or "override 'model.hidden=64': "
+};
+
+[[noreturn]] void type_error(const Ctx& c, const char* expected, const toml::node& n) {
+  fail("config", "{}{}: expected {}, found {}", c.where, c.key, expected, found(n));
+}
+
+int64_t read_int(const toml::node& n, const Ctx& c, const char* expected = "an integer") {
+  if (auto i = n.value_exact<int64_t>()) return *i;
+  type_error(c, expected, n);
+}
+
+void read_value(const toml::node& n, int64_t& out, const Ctx& c) { out = read_int(n, c); }
+void read_value(const toml::node& n, int& out, const Ctx& c) {
+  const int64_t v = read_int(n, c);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail("config", "{}{}: {} is out of range for a 32-bit integer", c.where, c.key, v);
+  out = static_cast<int>(v);
+}
+void read_value(const toml::node& n, uint64_t& out, const Ctx& c) {
+  const int64_t v = read_int(n, c, "a non-negative integer");
+  if (v < 0) fail("config", "{}{}: must be >= 0, got {}", c.where, c.key, v);
+  out = static_cast<uint64_t>(v);
+}
+double read_number(const toml::node& n, const Ctx& c, const char* expected) {
+  if (auto d = n.value_exact<double>()) return *d;
+  if (auto i = n.value_exact<int64_t>()) return static_cast<double>(*i);
+  type_error(c, expected, n);
+}
+void read_value(const toml::node& n, double& out, const Ctx& c) { out = read_number(n, c, "a number"); }
+void read_value(const toml::node& n, bool& out, const Ctx& c) {
+  if (auto b = n.value_exact<bool>())
+    out = *b;
+  else
+    type_error(c, "a boolean (true or false)", n);
+}
+void read_value(const toml::node& n, std::string& out, const Ctx& c) {
+  if (auto s = n.value_exact<std::string>())
+    out = *s;
+  else
+    type_error(c, "a string", n);
+}
+void read_value(const toml::node& n, std::vector<double>& out, const Ctx& c) {
+  const toml::array* a = n.as_array();
+  if (!a) type_error(c, "an array of numbers", n);
+  out.clear();
+  for (size_t i = 0; i < a->size(); ++i) {
+    const toml::node& e = *a->get(i);
+    if (!e.is_number())
+      fail("config", "{}{}: expected an array of numbers, element {} is {}", c.where, c.key, i, found(e));
+    out.push_back(read_number(e, c, "a number"));
+  }
+}
+void read_value(const toml::node& n, AttnVariant& out, const Ctx& c) {
+  std::string s;
+  read_value(n, s, c);
+  try {
+    out = parse_variant(s);
+  } catch (const Error& e) {  // "[attention] unknown variant 'x' (allowed: ...)"
+    std::string msg = e.what();
+    if (auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    fail("config", "{}{}: {}", c.where, c.key, msg);
+  }
+}
+
+std::string write_value(int64_t v) { return std::to_string(v); }
+std::string write_value(int v) { return std::to_string(v); }
+std::string write_value(uint64_t v) { return std::to_string(v); }
+std::string write_value(double v) { return toml_float(v); }
+std::string write_value(bool v) { return v ? "true" : "false"; }
+std::string write_value(const std::string& v) { return toml_string(v); }
+std::string write_value(AttnVariant v) { return toml_string(variant_name(v)); }
+std::string write_value(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_float(v[i]);
+  return s + "]";
+}
+
+template <class T>
+constexpr bool is_string_key = std::is_same_v<T, std::string> || std::is_same_v<T, AttnVariant>;
+
+// ---- the schema -----------------------------------------------------------------------------
+
+struct Field {
+  const char* section;
+  const char* key;
+  bool string_typed;  // overrides of string keys keep their raw text when it is not a TOML string
+  std::function<void(RunConfig&, const toml::node&, const Ctx&)> read;
+  std::function<std::string(const RunConfig&)> write;
+};
+
+template <class S, class T>
+Field field(const char* section, const char* key, S RunConfig::*sec, T S::*mem) {
+  return {section, key, is_string_key<T>,
+          [=](RunConfig& c, const toml::node& n, const Ctx& ctx) { read_value(n, (c.*sec).*mem, ctx); },
+          [=](const RunConfig& c) { return write_value((c.*sec).*mem); }};
+}
+
+const std::vector<Field>& schema() {
+  using R = RunConfig;
+  using M = ModelSection;
+  using T = TrainSection;
+  using D = DataSection;
+  static const std::vector<Field> f = {
+      field("model", "family", &R::model, &M::family),
+      field("model", "preset", &R::model, &M::preset),
+      field("model", "vocab_size", &R::model, &M::vocab_size),
+      field("model", "hidden", &R::model, &M::hidden),
+      field("model", "layers", &R::model, &M::layers),
+      field("model", "heads", &R::model, &M::heads),
+      field("model", "intermediate", &R::model, &M::intermediate),
+      field("model", "max_positions", &R::model, &M::max_positions),
+      field("model", "dropout", &R::model, &M::dropout),
+      field("model", "attention", &R::model, &M::attention),
+      field("model", "lambda", &R::model, &M::lambda),
+      field("model", "layer_lambdas", &R::model, &M::layer_lambdas),
+      field("model", "learnable_lambda", &R::model, &M::learnable_lambda),
+      field("model", "bp_steps", &R::model, &M::bp_steps),
+      field("model", "positions", &R::model, &M::positions),
+      field("model", "rope_base", &R::model, &M::rope_base),
+      field("train", "seed", &R::train, &T::seed),
+      field("train", "device", &R::train, &T::device),
+      field("train", "batch_size", &R::train, &T::batch_size),
+      field("train", "seq_len", &R::train, &T::seq_len),
+      field("train", "lr", &R::train, &T::lr),
+      field("train", "min_lr", &R::train, &T::min_lr),
+      field("train", "warmup_steps", &R::train, &T::warmup_steps),
+      field("train", "max_steps", &R::train, &T::max_steps),
+      field("train", "weight_decay", &R::train, &T::weight_decay),
+      field("train", "beta1", &R::train, &T::beta1),
+      field("train", "beta2", &R::train, &T::beta2),
+      field("train", "eps", &R::train, &T::eps),
+      field("train", "grad_clip", &R::train, &T::grad_clip),
+      field("train", "grad_accum", &R::train, &T::grad_accum),
+      field("train", "eval_every", &R::train, &T::eval_every),
+      field("train", "eval_batches", &R::train, &T::eval_batches),
+      field("train", "log_every", &R::train, &T::log_every),
+      field("train", "save_every", &R::train, &T::save_every),
+      field("train", "run_dir", &R::train, &T::run_dir),
+      field("train", "threads", &R::train, &T::threads),
+      field("data", "kind", &R::data, &D::kind),
+      field("data", "path", &R::data, &D::path),
+      field("data", "text_field", &R::data, &D::text_field),
+      field("data", "vocab", &R::data, &D::vocab),
+      field("data", "vocab_size", &R::data, &D::vocab_size),
+      field("data", "mlm_probability", &R::data, &D::mlm_probability),
+      field("data", "task", &R::data, &D::task),
+      field("data", "valid_fraction", &R::data, &D::valid_fraction),
+  };
+  return f;
+}
+
+const char* const kSections[] = {"model", "train", "data"};
+
+const Field* find_field(const std::string& section, const std::string& key) {
+  for (const Field& f : schema())
+    if (section == f.section && key == f.key) return &f;
+  return nullptr;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string location(const toml::source_region& r) {
+  if (!r.path || r.begin.line == 0) return "";
+  return fmt::format("{}:{}:{}: ", *r.path, r.begin.line, r.begin.column);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// ---- presets --------------------------------------------------------------------------------
+
+void apply_family_defaults(ModelSection& m) {
+  if (m.family == "gpt2")
+    m.vocab_size = 50257, m.max_positions = 1024;  // GPT-2's tokenizer and context
+  else
+    m.vocab_size = EncoderConfig{}.vocab, m.max_positions = EncoderConfig{}.max_positions;
+}
+
+// The paper's Table 4 sizes and λ; the GPT-2 configs of the paper use the same sizes.
+void apply_preset(ModelSection& m) {
+  if (m.preset == "custom") return;
+  const EncoderConfig e = m.preset == "small"    ? bert_small()
+                          : m.preset == "medium" ? bert_medium()
+                                                 : bert_mini();
+  m.hidden = e.hidden, m.layers = e.layers, m.heads = e.heads, m.intermediate = e.intermediate;
+  m.lambda = e.attention.lambda;
+}
+
+bool one_of(const std::string& v, std::initializer_list<const char*> allowed) {
+  return std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return v == a; });
+}
+std::string list(std::initializer_list<const char*> allowed) {
+  std::string s;
+  for (const char* a : allowed) s += (s.empty() ? "" : ", ") + std::string(a);
+  return s;
+}
+
+using Origins = std::map<std::string, std::string>;  // key -> "file:line:col: " / "override '...': "
+
+// The semantic checks; `origin` prefixes the message with where the key was given.
+void check(const RunConfig& c, const Origins& origins) {
+  auto at = [&](const std::string& key) {
+    auto it = origins.find(key);
+    return it == origins.end() ? std::string() : it->second;
+  };
+#define CFG_CHECK(cond, key, ...) \
+  if (!(cond)) fail("config", "{}{}: {}", at(key), key, fmt::format(__VA_ARGS__))
+  const auto enum_check = [&](const std::string& key, const std::string& v,
+                              std::initializer_list<const char*> allowed) {
+    CFG_CHECK(one_of(v, allowed), key, "unknown value \"{}\" (allowed: {})", v, list(allowed));
+  };
+  const ModelSection& m = c.model;
+  enum_check("model.family", m.family, {"bert", "gpt2"});
+  enum_check("model.preset", m.preset, {"mini", "small", "medium", "custom"});
+  enum_check("model.positions", m.positions, {"learned", "rope", "none"});
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"model.vocab_size", m.vocab_size},
+                        {"model.hidden", m.hidden},
+                        {"model.layers", m.layers},
+                        {"model.heads", m.heads},
+                        {"model.intermediate", m.intermediate},
+                        {"model.max_positions", m.max_positions}})
+    CFG_CHECK(v > 0, key, "must be > 0, got {}", v);
+  CFG_CHECK(m.hidden % m.heads == 0, "model.heads", "{} heads do not divide model.hidden = {}", m.heads,
+            m.hidden);
+  CFG_CHECK(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1), got {}", m.dropout);
+  CFG_CHECK(m.lambda >= 0 && std::isfinite(m.lambda), "model.lambda",
+            "λ must be a finite number >= 0, got {}", m.lambda);
+  CFG_CHECK(m.layer_lambdas.empty() || static_cast<int64_t>(m.layer_lambdas.size()) == m.layers,
+            "model.layer_lambdas", "has {} entries for model.layers = {}", m.layer_lambdas.size(), m.layers);
+  for (double l : m.layer_lambdas)
+    CFG_CHECK(l >= 0 && std::isfinite(l), "model.layer_lambdas",
+              "every λ must be a finite number >= 0, got {}", l);
+  CFG_CHECK(m.bp_steps >= 1, "model.bp_steps", "must be >= 1, got {}", m.bp_steps);
+  CFG_CHECK(m.rope_base > 0, "model.rope_base", "must be > 0, got {}", m.rope_base);
+  CFG_CHECK(m.positions != "rope" || (m.hidden / m.heads) % 2 == 0, "model.positions",
+            "rope needs an even head size, got model.hidden / model.heads = {}", m.hidden / m.heads);
+  attention_spec(c).validate(m.layers);  // the remaining rules (a learnable λ starts > 0)
+
+  const TrainSection& t = c.train;
+  CFG_CHECK(
+      t.device == "cpu" || t.device == "cuda" ||
+          (t.device.rfind("cuda:", 0) == 0 && t.device.size() > 5 &&
+           std::all_of(t.device.begin() + 5, t.device.end(), [](char ch) { return ch >= '0' && ch <= '9'; })),
+      "train.device", "unknown device \"{}\" (allowed: cpu, cuda, cuda:N)", t.device);
+  CFG_CHECK(t.batch_size > 0, "train.batch_size", "must be > 0, got {}", t.batch_size);
+  CFG_CHECK(t.seq_len > 0, "train.seq_len", "must be > 0, got {}", t.seq_len);
+  CFG_CHECK(m.positions != "learned" || t.seq_len <= m.max_positions, "train.seq_len",
+            "{} exceeds model.max_positions = {}", t.seq_len, m.max_positions);
+  try {
+    validate_schedule(schedule_of(c));
+  } catch (const Error& e) {  // "[schedule] train.max_steps ...": prefix the key's origin
+    std::string msg = e.what();
+    msg = msg.substr(msg.find("] ") + 2);
+    const std::string key = msg.substr(0, msg.find(' '));
+    fail("config", "{}{}", at(key), msg);
+  }
+  CFG_CHECK(t.weight_decay >= 0, "train.weight_decay", "must be >= 0, got {}", t.weight_decay);
+  CFG_CHECK(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", "must be in [0, 1), got {}", t.beta1);
+  CFG_CHECK(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", "must be in [0, 1), got {}", t.beta2);
+  CFG_CHECK(t.eps > 0, "train.eps", "must be > 0, got {}", t.eps);
+  CFG_CHECK(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = no clipping), got {}", t.grad_clip);
+  CFG_CHECK(t.grad_accum >= 1, "train.grad_accum", "must be >= 1, got {}", t.grad_accum);
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"train.eval_every", t.eval_every},
+                        {"train.eval_batches", t.eval_batches},
+                        {"train.log_every", t.log_every},
+                        {"train.save_every", t.save_every}})
+    CFG_CHECK(v >= 0, key, "must be >= 0, got {}", v);
+  CFG_CHECK(!t.run_dir.empty(), "train.run_dir", "must not be empty");
+  CFG_CHECK(t.threads >= 0, "train.threads", "must be >= 0 (0 = OpenMP's default), got {}", t.threads);
+
+  const DataSection& d = c.data;
+  enum_check("data.kind", d.kind, {"synthetic", "text", "wikitext", "jsonl", "task"});
+  CFG_CHECK(d.kind != "task" || !d.task.empty(), "data.task", "must name a task when data.kind = \"task\"");
+  CFG_CHECK(d.vocab_size > 0 && d.vocab_size <= m.vocab_size, "data.vocab_size",
+            "must be in [1, model.vocab_size = {}], got {}", m.vocab_size, d.vocab_size);
+  CFG_CHECK(d.mlm_probability > 0 && d.mlm_probability < 1, "data.mlm_probability",
+            "must be in (0, 1), got {}", d.mlm_probability);
+  CFG_CHECK(d.valid_fraction >= 0 && d.valid_fraction < 1, "data.valid_fraction", "must be in [0, 1), got {}",
+            d.valid_fraction);
+#undef CFG_CHECK
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys(const std::string& section) {
+  std::vector<std::string> keys;
+  for (const Field& f : schema())
+    if (section == f.section) keys.push_back(f.key);
+  return keys;
+}
+
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table doc;
+  if (!path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) fail("config", "cannot read config file '{}'", path);
+    try {
+      doc = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      const auto& b = e.source().begin;
+      fail("config", "{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description());
+    }
+  }
+
+  Origins origins;
+  // Keys given in the file: where each came from.
+  for (auto&& [sec, node] : doc) {
+    const std::string s(sec.str());
+    const std::string where = location(sec.source());
+    if (!std::count(std::begin(kSections), std::end(kSections), s))
+      fail("config", "{}unknown section [{}] (allowed: model, train, data)", where, s);
+    const toml::table* t = node.as_table();
+    if (!t) fail("config", "{}[{}] must be a table, found {}", where, s, found(node));
+    for (auto&& [key, value] : *t) {
+      const std::string k(key.str());
+      if (!find_field(s, k))
+        fail("config", "{}unknown key {}.{} (allowed in [{}]: {})", location(key.source()), s, k, s,
+             join(config_keys(s)));
+      origins[s + "." + k] = location(value.source());
+    }
+  }
+
+  // Overrides replace (or add) keys of the document.
+  for (const std::string& o : overrides) {
+    const std::string where = fmt::format("override '{}': ", o);
+    const auto eq = o.find('=');
+    if (eq == std::string::npos) fail("config", "{}expected section.key=value", where);
+    const std::string lhs(trim(std::string_view(o).substr(0, eq)));
+    const std::string rhs(trim(std::string_view(o).substr(eq + 1)));
+    const auto dot = lhs.find('.');
+    if (dot == std::string::npos || lhs.find('.', dot + 1) != std::string::npos)
+      fail("config", "{}expected section.key=value, got key '{}'", where, lhs);
+    const std::string s = lhs.substr(0, dot), k = lhs.substr(dot + 1);
+    if (!std::count(std::begin(kSections), std::end(kSections), s))
+      fail("config", "{}unknown section [{}] (allowed: model, train, data)", where, s);
+    const Field* f = find_field(s, k);
+    if (!f) fail("config", "{}unknown key {} (allowed in [{}]: {})", where, lhs, s, join(config_keys(s)));
+    toml::table* sec = doc.get_as<toml::table>(s);
+    if (!sec) sec = doc.insert_or_assign(s, toml::table{}).first->second.as_table();
+    bool set = false;
+    try {
+      toml::table v = toml::parse("v = " + rhs);
+      if (const toml::node* n = v.get("v"); n && (!f->string_typed || n->is_string())) {
+        n->visit([&](auto&& x) { sec->insert_or_assign(k, x); });
+        set = true;
+      }
+    } catch (const toml::parse_error&) {
+    }
+    if (!set) sec->insert_or_assign(k, rhs);  // not a TOML value (bp_high, data/x.txt): a string
+    origins[lhs] = where;
+  }
+
+  // Resolution: defaults, family, preset, then every given key.
+  RunConfig cfg;
+  const auto read = [&](const Field& f) {
+    const std::string key = std::string(f.section) + "." + f.key;
+    if (const toml::node* n = doc.at_path(key).node()) f.read(cfg, *n, Ctx{key, origins[key]});
+  };
+  read(*find_field("model", "family"));
+  read(*find_field("model", "preset"));
+  const auto at = [&](const char* key) { return origins.count(key) ? origins[key] : std::string(); };
+  if (!one_of(cfg.model.family, {"bert", "gpt2"}))
+    fail("config", "{}model.family: unknown value \"{}\" (allowed: bert, gpt2)", at("model.family"),
+         cfg.model.family);
+  if (!one_of(cfg.model.preset, {"mini", "small", "medium", "custom"}))
+    fail("config", "{}model.preset: unknown value \"{}\" (allowed: mini, small, medium, custom)",
+         at("model.preset"), cfg.model.preset);
+  apply_family_defaults(cfg.model);
+  apply_preset(cfg.model);
+  for (const Field& f : schema()) read(f);
+
+  // Derived values.
+  const std::string name = path.empty() ? "default" : std::filesystem::path(path).stem().string();
+  for (size_t p; (p = cfg.train.run_dir.find("<name>")) != std::string::npos;)
+    cfg.train.run_dir.replace(p, 6, name);
+  if (cfg.data.vocab_size == 0) cfg.data.vocab_size = cfg.model.vocab_size;
+
+  check(cfg, origins);
+  return cfg;
+}
+
+void validate_config(const RunConfig& cfg) { check(cfg, {}); }
+
+std::string to_toml(const RunConfig& cfg) {
+  std::string out =
+      "# saobp run config, fully resolved: every key, so the run can be repeated from this file\n";
+  const char* section = "";
+  for (const Field& f : schema()) {
+    if (std::string_view(section) != f.section) {
+      out += fmt::format("\n[{}]\n", f.section);
+      section = f.section;
+    }
+    out += fmt::format("{} = {}\n", f.key, f.write(cfg));
+  }
+  return out;
+}
+
+uint64_t config_hash(const RunConfig& cfg) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+  for (unsigned char c : to_toml(cfg)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+AttentionSpec attention_spec(const RunConfig& cfg) {
+  AttentionSpec a;
+  a.variant = cfg.model.attention;
+  a.lambda = cfg.model.lambda;
+  a.layer_lambdas = cfg.model.layer_lambdas;
+  a.learnable_lambda = cfg.model.learnable_lambda;
+  a.steps = cfg.model.bp_steps;
+  return a;
+}
+
+EncoderConfig encoder_config(const RunConfig& cfg) {
+  const ModelSection& m = cfg.model;
+  if (m.family != "bert")
+    fail("config", "model.family is \"{}\": encoder_config builds the bert family only", m.family);
+  if (m.positions != "learned")
+    fail("config", "model.positions: the bert family has learned positions only, got \"{}\"", m.positions);
+  EncoderConfig e;
+  e.vocab = m.vocab_size, e.hidden = m.hidden, e.layers = m.layers, e.heads = m.heads;
+  e.intermediate = m.intermediate, e.max_positions = m.max_positions, e.dropout = m.dropout;
+  e.attention = attention_spec(cfg);
+  e.validate();
+  return e;
+}
+
+Schedule schedule_of(const RunConfig& cfg) {
+  return {cfg.train.lr, cfg.train.min_lr, cfg.train.warmup_steps, cfg.train.max_steps};
+}
+
+AdamWConfig adamw_config(const RunConfig& cfg) {
+  AdamWConfig a;
+  a.beta1 = cfg.train.beta1, a.beta2 = cfg.train.beta2, a.eps = cfg.train.eps,
+  a.weight_decay = cfg.train.weight_decay;
+  return a;
+}
+
+}  // namespace saobp

@@ -1,0 +1,99 @@
+// The run configuration: a TOML file with three sections ([model], [train], [data]) plus
+// "section.key=value" overrides from the command line, checked against a schema.
+//
+// Resolution, in order (later wins):
+//   1. the defaults below;
+//   2. the family's defaults (bert: vocab 30522, 512 positions; gpt2: vocab 50257, 1024);
+//   3. the preset (mini | small | medium: the paper's sizes and λ, Table 4; custom: nothing);
+//   4. every key given in the file or an override (overrides are applied to the file first);
+//   5. derived values: "<name>" in train.run_dir becomes the config file's stem ("default" with
+//      no file), data.vocab_size 0 becomes model.vocab_size.
+// Every error is a saobp::Error "[config] ..." naming the key, and the file:line:column (or the
+// override) it came from when the key was given: unknown sections and keys (listing the allowed
+// ones), wrong types (expected and found), TOML syntax errors, and bad values.
+// to_toml writes the resolved config with every key, so a run is reproducible from that file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "model/bert.h"
+#include "train/adamw.h"
+#include "train/schedule.h"
+
+namespace saobp {
+
+struct ModelSection {
+  std::string family = "bert";  // bert | gpt2
+  std::string preset = "mini";  // mini | small | medium | custom
+  int64_t vocab_size = 30522, hidden = 256, layers = 4, heads = 4, intermediate = 1024;
+  int64_t max_positions = 512;
+  double dropout = 0.1;
+  AttnVariant attention = AttnVariant::original;  // original | bp_high | bp_low | bp_elemmul
+  double lambda = 0.2;
+  std::vector<double> layer_lambdas;  // empty: model.lambda in every layer
+  bool learnable_lambda = false;
+  int bp_steps = 1;
+  std::string positions = "learned";  // learned | rope | none
+  double rope_base = 10000;
+  bool operator==(const ModelSection&) const = default;
+};
+
+struct TrainSection {
+  uint64_t seed = 42;
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  int64_t batch_size = 32, seq_len = 128;
+  double lr = 5e-5, min_lr = 0;
+  int64_t warmup_steps = 3000, max_steps = 60000;
+  double weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, grad_clip = 1.0;  // clip 0: off
+  int grad_accum = 1;
+  int64_t eval_every = 1000, eval_batches = 50, log_every = 100, save_every = 5000;  // 0: never
+  std::string run_dir = "runs/<name>";
+  int threads = 0;  // 0: OpenMP's default
+  bool operator==(const TrainSection&) const = default;
+};
+
+struct DataSection {
+  std::string kind = "synthetic";  // synthetic | text | wikitext | jsonl | task
+  std::string path;
+  std::string text_field = "text";  // the field of a jsonl record that holds the text
+  std::string vocab;                // a vocabulary file; "" = train one on the data
+  int64_t vocab_size = 0;           // size of the vocabulary to train; 0 = model.vocab_size
+  double mlm_probability = 0.15;
+  std::string task;  // a long-range task name (kind = "task")
+  double valid_fraction = 0.01;
+  bool operator==(const DataSection&) const = default;
+};
+
+struct RunConfig {
+  ModelSection model;
+  TrainSection train;
+  DataSection data;
+  bool operator==(const RunConfig&) const = default;
+};
+
+// Loads `path` ("" = no file: defaults and overrides only), applies the overrides
+// ("section.key=value", the value parsed as TOML; text that is not a TOML value, or any value of
+// a string key that is not a TOML string, is taken as the raw string), resolves and checks it.
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The semantic checks of load_config on an already resolved config (throws naming the key).
+void validate_config(const RunConfig& cfg);
+
+// The fully resolved config as TOML, every key of every section, in schema order.
+std::string to_toml(const RunConfig& cfg);
+// FNV-1a (64-bit) of to_toml(cfg).
+uint64_t config_hash(const RunConfig& cfg);
+
+// The allowed keys of a section ("model", "train", "data"), in schema order; empty if unknown.
+std::vector<std::string> config_keys(const std::string& section);
+
+// Builders for the parts. encoder_config throws unless model.family is "bert" (and positions
+// "learned", the only kind BertForMaskedLM has).
+EncoderConfig encoder_config(const RunConfig& cfg);
+AttentionSpec attention_spec(const RunConfig& cfg);
+Schedule schedule_of(const RunConfig& cfg);
+AdamWConfig adamw_config(const RunConfig& cfg);
+
+}  // namespace saobp

@@ -1,0 +1,220 @@
+// The run config: every shipped file loads, overrides of each type, the error messages (unknown
+// key, wrong type, bad value, syntax error), presets and explicit keys, and the to_toml round trip.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "support.h"
+#include "train/config.h"
+
+using namespace saobp;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = fs::path(__FILE__).parent_path().parent_path().parent_path();
+std::string shipped(const std::string& name) { return (kRoot / "configs" / name).string(); }
+
+// Writes `text` to a fresh file in the temp directory and returns its path.
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("saobp_test_config_{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+}  // namespace
+
+TEST_CASE("every shipped config loads", "[config]") {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "configs")) {
+    if (e.path().extension() != ".toml") continue;
+    INFO(e.path().string());
+    RunConfig c;
+    REQUIRE_NOTHROW(c = load_config(e.path().string(), {}));
+    CHECK(c.train.run_dir == "runs/" + e.path().stem().string());
+    if (c.model.family == "bert") CHECK_NOTHROW(encoder_config(c));
+    CHECK_NOTHROW(lr_at(schedule_of(c), c.train.max_steps / 2));
+    ++n;
+  }
+  CHECK(n >= 7);
+}
+
+TEST_CASE("shipped configs carry the paper's values", "[config]") {
+  struct Row {
+    const char* size;
+    int64_t steps;
+    double lr;
+    int64_t warmup;
+    double lambda;
+    int64_t layers, hidden, heads;
+  };
+  for (const Row& r :
+       {Row{"mini", 60000, 5e-5, 3000, 0.2, 4, 256, 4}, Row{"small", 150000, 3e-4, 7500, 0.08, 4, 512, 8},
+        Row{"medium", 245000, 3e-4, 12000, 0.05, 8, 512, 8}}) {
+    for (const char* fam : {"bert", "gpt2"}) {
+      INFO(fam << "-" << r.size);
+      const RunConfig c = load_config(shipped(fmt::format("{}-{}.toml", fam, r.size)));
+      CHECK(c.model.family == fam);
+      CHECK(c.train.max_steps == r.steps);
+      CHECK(c.train.lr == r.lr);
+      CHECK(c.train.warmup_steps == r.warmup);
+      CHECK(c.train.min_lr == 0.0);
+      CHECK(c.train.seed == 42);
+      CHECK(c.train.seq_len == 128);
+      CHECK(c.train.batch_size == 32);
+      CHECK(c.model.lambda == r.lambda);
+      CHECK(c.model.attention == AttnVariant::bp_high);
+      CHECK(c.model.layers == r.layers);
+      CHECK(c.model.hidden == r.hidden);
+      CHECK(c.model.heads == r.heads);
+      CHECK(c.model.intermediate == 4 * r.hidden);
+      CHECK(c.data.kind == "text");
+    }
+  }
+  const RunConfig q = load_config(shipped("quickstart.toml"));
+  CHECK(q.model.hidden == 64);
+  CHECK(q.model.layers == 2);
+  CHECK(q.train.max_steps == 300);
+  const EncoderConfig e = encoder_config(q);
+  CHECK(e.vocab == 2000);
+  CHECK(e.attention.variant == AttnVariant::bp_high);
+}
+
+TEST_CASE("overrides of each type", "[config]") {
+  const RunConfig c =
+      load_config(shipped("bert-mini.toml"),
+                  {"train.lr=3e-4", "model.attention=bp_low", "model.layer_lambdas=[0.1,0.2,0.3,0.4]",
+                   "train.max_steps=100", "train.warmup_steps = 10", "model.learnable_lambda=true",
+                   "model.dropout=0", "data.path=corpus/wiki.txt", "model.family=\"bert\"",
+                   "train.device=cuda:0", "data.task=1234", "train.lr=1e-3"});
+  CHECK(c.train.lr == 1e-3);  // the last override of a key wins
+  CHECK(c.model.attention == AttnVariant::bp_low);
+  CHECK(c.model.layer_lambdas == std::vector<double>{0.1, 0.2, 0.3, 0.4});
+  CHECK(c.train.max_steps == 100);
+  CHECK(c.train.warmup_steps == 10);
+  CHECK(c.model.learnable_lambda);
+  CHECK(c.model.dropout == 0.0);  // an integer is accepted for a float key
+  CHECK(c.data.path == "corpus/wiki.txt");
+  CHECK(c.train.device == "cuda:0");
+  CHECK(c.data.task == "1234");  // a string key keeps the raw text of a non-string value
+  CHECK(encoder_config(c).attention.layer_lambdas.size() == 4);
+  // Overrides alone, no file.
+  const RunConfig d = load_config("", {"model.preset=small"});
+  CHECK(d.model.hidden == 512);
+  CHECK(d.train.run_dir == "runs/default");
+}
+
+TEST_CASE("presets fill sizes and λ, explicit keys override", "[config]") {
+  const RunConfig mini = load_config("", {});
+  CHECK(mini.model.hidden == 256);
+  CHECK(mini.model.lambda == 0.2);
+  CHECK(mini.model.vocab_size == 30522);
+  CHECK(mini.data.vocab_size == 30522);  // 0 resolves to model.vocab_size
+  const RunConfig med = load_config("", {"model.preset=medium"});
+  CHECK(med.model.layers == 8);
+  CHECK(med.model.hidden == 512);
+  CHECK(med.model.heads == 8);
+  CHECK(med.model.lambda == 0.05);
+  const RunConfig over = load_config("", {"model.preset=medium", "model.layers=6", "model.lambda=0.1"});
+  CHECK(over.model.layers == 6);
+  CHECK(over.model.hidden == 512);
+  CHECK(over.model.lambda == 0.1);
+  // The preset applies whatever the order of the keys in the file.
+  const RunConfig f =
+      load_config(write_temp("order.toml", "[model]\nhidden = 128\nheads = 2\npreset = \"small\"\n"));
+  CHECK(f.model.hidden == 128);
+  CHECK(f.model.heads == 2);
+  CHECK(f.model.intermediate == 2048);
+  const RunConfig g = load_config("", {"model.family=gpt2", "model.preset=small"});
+  CHECK(g.model.vocab_size == 50257);
+  CHECK(g.model.max_positions == 1024);
+  CHECK(g.model.hidden == 512);
+  CHECK_ERROR(encoder_config(g), Contains("model.family"));
+}
+
+TEST_CASE("config errors name the key and where it came from", "[config]") {
+  // Unknown key in a file: file:line, the key, and the allowed keys of its section.
+  const std::string typo = write_temp("typo.toml", "[model]\nhidden = 64\nhiden = 64\n");
+  CHECK_ERROR(load_config(typo), Contains("typo.toml:3:") && Contains("model.hiden") &&
+                                     Contains("allowed in [model]") && Contains("intermediate"));
+  CHECK_ERROR(load_config(write_temp("sec.toml", "[optim]\nlr = 1\n")),
+              Contains("sec.toml:1:") && Contains("[optim]") && Contains("model, train, data"));
+  CHECK_ERROR(load_config("", {"train.lrr=1"}),
+              Contains("train.lrr") && Contains("allowed in [train]") && Contains("warmup_steps"));
+  CHECK_ERROR(load_config("", {"optim.lr=1"}), Contains("optim"));
+  CHECK_ERROR(load_config("", {"train.lr"}), Contains("section.key=value"));
+  CHECK_ERROR(load_config("", {"lr=1"}), Contains("section.key=value"));
+  // Wrong types: key, expected type, what was found.
+  CHECK_ERROR(load_config(write_temp("type.toml", "[train]\nlr = 1e-3\nmax_steps = \"many\"\n")),
+              Contains("type.toml:3:") && Contains("train.max_steps") && Contains("expected an integer") &&
+                  Contains("a string \"many\""));
+  CHECK_ERROR(load_config("", {"train.max_steps=1.5"}), Contains("train.max_steps") &&
+                                                            Contains("an integer") &&
+                                                            Contains("a float 1.5") && Contains("override"));
+  CHECK_ERROR(load_config("", {"train.lr=fast"}),
+              Contains("train.lr") && Contains("a number") && Contains("\"fast\""));
+  CHECK_ERROR(load_config("", {"model.learnable_lambda=1"}),
+              Contains("model.learnable_lambda") && Contains("boolean"));
+  CHECK_ERROR(load_config("", {"model.layer_lambdas=[0.1,\"x\",0.3,0.4]"}),
+              Contains("model.layer_lambdas") && Contains("element 1"));
+  CHECK_ERROR(load_config(write_temp("tbl.toml", "model = 3\n")), Contains("[model]") && Contains("table"));
+  // Bad values.
+  CHECK_ERROR(load_config("", {"model.attention=bp_mid"}), Contains("model.attention") &&
+                                                               Contains("bp_mid") && Contains("bp_high") &&
+                                                               Contains("bp_elemmul"));
+  CHECK_ERROR(load_config("", {"model.heads=3"}), Contains("model.heads") && Contains("model.hidden"));
+  CHECK_ERROR(load_config("", {"model.lambda=-0.1"}), Contains("model.lambda"));
+  CHECK_ERROR(load_config("", {"model.dropout=1.0"}), Contains("model.dropout"));
+  CHECK_ERROR(load_config("", {"model.layer_lambdas=[0.1,0.2]"}),
+              Contains("model.layer_lambdas") && Contains("4"));
+  CHECK_ERROR(load_config("", {"model.family=t5"}), Contains("model.family") && Contains("bert, gpt2"));
+  CHECK_ERROR(load_config("", {"model.preset=large"}), Contains("model.preset") && Contains("custom"));
+  CHECK_ERROR(load_config("", {"model.positions=alibi"}), Contains("model.positions"));
+  CHECK_ERROR(load_config("", {"train.max_steps=100", "train.warmup_steps=100"}),
+              Contains("train.max_steps") && Contains("override 'train.max_steps=100'"));
+  CHECK_ERROR(load_config("", {"train.warmup_steps=-1"}), Contains("train.warmup_steps"));
+  CHECK_ERROR(load_config("", {"train.device=tpu"}), Contains("train.device"));
+  CHECK_ERROR(load_config("", {"train.seq_len=1000"}),
+              Contains("train.seq_len") && Contains("max_positions"));
+  CHECK_ERROR(load_config("", {"train.seed=-1"}), Contains("train.seed"));
+  CHECK_ERROR(load_config("", {"data.kind=csv"}), Contains("data.kind") && Contains("jsonl"));
+  CHECK_ERROR(load_config("", {"data.kind=task"}), Contains("data.task"));
+  CHECK_ERROR(load_config("", {"data.mlm_probability=0"}), Contains("data.mlm_probability"));
+  CHECK_ERROR(load_config(write_temp("val.toml", "[train]\n\nbatch_size = 0\n")),
+              Contains("val.toml:3:") && Contains("train.batch_size"));
+  // Syntax errors: file, line and column.
+  CHECK_ERROR(load_config(write_temp("syntax.toml", "[model]\nhidden = 64\nheads = = 2\n")),
+              Contains("syntax.toml:3:") && Contains("syntax error"));
+  CHECK_ERROR(load_config(write_temp("dup.toml", "[train]\nlr = 1e-3\nlr = 2e-3\n")),
+              Contains("dup.toml:3:"));
+  CHECK_ERROR(load_config((kRoot / "configs" / "no-such.toml").string()), Contains("no-such.toml"));
+}
+
+TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
+  for (const char* name : {"bert-mini.toml", "gpt2-medium.toml", "quickstart.toml"}) {
+    INFO(name);
+    const RunConfig a =
+        load_config(shipped(name), {"model.layers=4", "model.layer_lambdas=[0.1, 0.25, 1e-3, 3]",
+                                    "train.min_lr=1e-7", "data.path=a \"quoted\" path\\with\\backslashes"});
+    const std::string text = to_toml(a);
+    for (const char* key : {"family", "rope_base", "layer_lambdas", "threads", "valid_fraction", "run_dir"})
+      CHECK_THAT(text, Contains(std::string("\n") + key + " = "));
+    const RunConfig b = load_config(write_temp(std::string("rt-") + name, text));
+    CHECK(a == b);
+    CHECK(to_toml(b) == text);
+    CHECK(config_hash(a) == config_hash(b));
+  }
+  const RunConfig base = load_config(shipped("bert-mini.toml"));
+  const uint64_t h = config_hash(base);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"))) == h);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.lr=5.0000001e-5"})) != h);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"model.attention=original"})) != h);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.seed=43"})) != h);
+  RunConfig c = base;
+  c.data.text_field = "body";
+  CHECK(config_hash(c) != h);
+  CHECK_NOTHROW(validate_config(c));
+}
