@@ -10,6 +10,11 @@ void EncoderConfig::validate() const {
     fail("config", "model sizes must be positive");
   if (hidden % heads != 0) fail("config", "model.hidden {} is not divisible by model.heads {}", hidden, heads);
   if (!(dropout >= 0 && dropout < 1)) fail("config", "model.dropout must be in [0, 1), got {}", dropout);
+  if (positions == PositionKind::rope) {
+    if ((hidden / heads) % 2 != 0)
+      fail("config", "model.positions = rope needs an even head size, got {}", hidden / heads);
+    if (!(rope_base > 0)) fail("config", "model.rope_base must be positive, got {}", rope_base);
+  }
   attention.validate(layers);
 }
 
@@ -32,7 +37,8 @@ BertForMaskedLM::BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType 
   const double sd = cfg.init_std;
   auto& P = params_;
   word_ = P.add("bert.embeddings.word_embeddings.weight", {cfg.vocab, C}, Init::normal, sd);
-  pos_ = P.add("bert.embeddings.position_embeddings.weight", {cfg.max_positions, C}, Init::normal, sd);
+  if (cfg.positions == PositionKind::learned)
+    pos_ = P.add("bert.embeddings.position_embeddings.weight", {cfg.max_positions, C}, Init::normal, sd);
   type_ = P.add("bert.embeddings.token_type_embeddings.weight", {cfg.type_vocab, C}, Init::normal, sd);
   emb_ln_w_ = P.add("bert.embeddings.LayerNorm.weight", {C}, Init::ones);
   emb_ln_b_ = P.add("bert.embeddings.LayerNorm.bias", {C}, Init::zeros);
@@ -80,7 +86,9 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
   for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
   const Tensor pos_ids = Tensor::from_vector(pos, {1, T}, ids.device());
   const Tensor types = type_ids.defined() ? type_ids : Tensor::zeros({B, T}, DType::i32, ids.device());
-  Var x = add(add(embedding(word_, ids), embedding(pos_, pos_ids)), embedding(type_, types));
+  Var x = embedding(word_, ids);  // (word + position) + type, in that order
+  if (cfg_.positions == PositionKind::learned) x = add(x, embedding(pos_, pos_ids));
+  x = add(x, embedding(type_, types));
   x = dropout(layernorm(x, emb_ln_w_, emb_ln_b_, cfg_.ln_eps), p, dropout_key("embeddings", step), training);
   if (maps) maps->clear();
   AttentionConfig acfg{cfg_.attention.variant, false, cfg_.attention.steps};
@@ -93,6 +101,7 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
                                                      params_.dtype(), params_.device());
     Var q = split_heads(linear(x, L.q_w, L.q_b), NH), k = split_heads(linear(x, L.k_w, L.k_b), NH),
         v = split_heads(linear(x, L.v_w, L.v_b), NH);
+    if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
     AttentionMaps m;
     Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
     if (maps) maps->push_back(m);

@@ -8,6 +8,7 @@
 
 #include "attention/attention.h"
 #include "model/params.h"
+#include "model/positions.h"
 
 namespace saobp {
 
@@ -16,6 +17,10 @@ struct EncoderConfig {
   int64_t max_positions = 512, type_vocab = 2;
   double dropout = 0.1, ln_eps = 1e-12, init_std = 0.02;
   AttentionSpec attention;
+  // learned: position_embeddings added to the embeddings (HF's layout); rope: no such tensor,
+  // RoPE on q and k in every layer; none: neither.
+  PositionKind positions = PositionKind::learned;
+  double rope_base = 10000;
   void validate() const;
 };
 
@@ -49,7 +54,7 @@ class BertForMaskedLM {
   EncoderConfig cfg_;
   uint64_t seed_;
   ParamStore params_;
-  Var word_, pos_, type_, emb_ln_w_, emb_ln_b_;
+  Var word_, pos_, type_, emb_ln_w_, emb_ln_b_;  // pos_: positions == learned only
   std::vector<Layer> layers_;
   Var head_w_, head_b_, head_ln_w_, head_ln_b_, head_bias_;
   RngKey dropout_key(const std::string& site, uint64_t step) const;

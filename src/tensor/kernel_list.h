@@ -104,5 +104,10 @@
                                const AttnParams& p, const Tensor& probs, const Tensor& saved,\
                                const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk,\
                                Tensor& gv, Tensor& glambda),                                 \
-    (q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda))
+    (q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda))           \
+  /* Rotary position embedding (RoFormer): x, y (B,NH,T,HS) contiguous, HS even. Pair      */ \
+  /* (x[2i], x[2i+1]) at position t is rotated by t θ_i, θ_i = base^(-2i/HS) (interleaved  */ \
+  /* pairs, the paper's form, not NeoX's rotate_half); angles in double. inverse: rotate  */ \
+  /* by -t θ_i, which is the backward (rotations are orthogonal). y may alias x.           */ \
+  X(rope, y, (const Tensor& x, double base, bool inverse, Tensor& y), (x, base, inverse, y))
 // clang-format on

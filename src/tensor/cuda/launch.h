@@ -185,4 +185,12 @@ template <class T>
 cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskView& mask, T* dP, int64_t R,
                                 int64_t C);
 
+// ---- rope.cu (T: float, double) ----
+// x, y: (rows, HS) with rows = B NH Tp, row r at position r % Tp;  cs, sn: (Tp, HS/2) cos and sin
+// of the angles (double, from the host).  y[2i] = x[2i] c - x[2i+1] s,  y[2i+1] = x[2i] s +
+// x[2i+1] c, with s negated when inverse. y may alias x.
+template <class T>
+cudaError_t launch_rope(const T* x, const double* cs, const double* sn, bool inverse, T* y, int64_t rows,
+                        int64_t Tp, int64_t HS);
+
 }  // namespace saobp::cuda

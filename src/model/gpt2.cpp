@@ -1,0 +1,151 @@
+#include "model/gpt2.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "tensor/kernels.h"
+
+namespace saobp {
+
+void DecoderConfig::validate() const {
+  if (vocab <= 0 || n_positions <= 0 || n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_inner <= 0)
+    fail("config", "model sizes must be positive");
+  if (n_embd % n_head != 0) fail("config", "model.n_embd {} is not divisible by model.n_head {}", n_embd, n_head);
+  if (!(dropout >= 0 && dropout < 1)) fail("config", "model.dropout must be in [0, 1), got {}", dropout);
+  if (positions == PositionKind::rope) {
+    if ((n_embd / n_head) % 2 != 0)
+      fail("config", "model.positions = rope needs an even head size, got {}", n_embd / n_head);
+    if (!(rope_base > 0)) fail("config", "model.rope_base must be positive, got {}", rope_base);
+  }
+  attention.validate(n_layer);
+}
+
+DecoderConfig gpt2_mini() { return {}; }
+DecoderConfig gpt2_small() {
+  DecoderConfig c;
+  c.n_embd = 512, c.n_head = 8, c.n_inner = 2048, c.attention.lambda = 0.08;
+  return c;
+}
+DecoderConfig gpt2_medium() {
+  DecoderConfig c = gpt2_small();
+  c.n_layer = 8, c.attention.lambda = 0.05;
+  return c;
+}
+
+// GPT-2's initialization (HF _init_weights): N(0, init_std) for embeddings and Conv1D weights,
+// with the residual projections (attn.c_proj, mlp.c_proj) at init_std / sqrt(2 n_layer);
+// biases zero, LayerNorm weight one.
+std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg) {
+  const int64_t C = cfg.n_embd, I = cfg.n_inner;
+  const double sd = cfg.init_std, proj_sd = sd / std::sqrt(2.0 * static_cast<double>(cfg.n_layer));
+  std::vector<ParamSpec> s;
+  s.push_back({"transformer.wte.weight", {cfg.vocab, C}, Init::normal, sd});
+  if (cfg.positions == PositionKind::learned)
+    s.push_back({"transformer.wpe.weight", {cfg.n_positions, C}, Init::normal, sd});
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = fmt::format("transformer.h.{}.", l);
+    s.push_back({p + "ln_1.weight", {C}, Init::ones, 0});
+    s.push_back({p + "ln_1.bias", {C}, Init::zeros, 0});
+    s.push_back({p + "attn.c_attn.weight", {C, 3 * C}, Init::normal, sd});  // Conv1D: [in, out]
+    s.push_back({p + "attn.c_attn.bias", {3 * C}, Init::zeros, 0});
+    s.push_back({p + "attn.c_proj.weight", {C, C}, Init::normal, proj_sd});
+    s.push_back({p + "attn.c_proj.bias", {C}, Init::zeros, 0});
+    s.push_back({p + "ln_2.weight", {C}, Init::ones, 0});
+    s.push_back({p + "ln_2.bias", {C}, Init::zeros, 0});
+    s.push_back({p + "mlp.c_fc.weight", {C, I}, Init::normal, sd});
+    s.push_back({p + "mlp.c_fc.bias", {I}, Init::zeros, 0});
+    s.push_back({p + "mlp.c_proj.weight", {I, C}, Init::normal, proj_sd});
+    s.push_back({p + "mlp.c_proj.bias", {C}, Init::zeros, 0});
+    if (cfg.attention.learnable_lambda && uses_lambda(cfg.attention.variant))
+      s.push_back({p + "attn.saobp_lambda_rho", {cfg.n_head}, Init::zeros, 0});  // set to rho(λ) below
+  }
+  s.push_back({"transformer.ln_f.weight", {C}, Init::ones, 0});
+  s.push_back({"transformer.ln_f.bias", {C}, Init::zeros, 0});
+  return s;
+}
+
+GPT2LMHeadModel::GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType dtype, Device device)
+    : cfg_(cfg), seed_(seed), params_(seed, dtype, device) {
+  cfg_.validate();
+  for (const ParamSpec& s : gpt2_param_specs(cfg_)) params_.add(s.name, s.shape, s.init, s.std);
+  const auto& P = params_;
+  wte_ = P.get("transformer.wte.weight");
+  if (cfg_.positions == PositionKind::learned) wpe_ = P.get("transformer.wpe.weight");
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    const std::string p = fmt::format("transformer.h.{}.", l);
+    Block b;
+    b.ln1_w = P.get(p + "ln_1.weight"), b.ln1_b = P.get(p + "ln_1.bias");
+    b.attn_w = P.get(p + "attn.c_attn.weight"), b.attn_b = P.get(p + "attn.c_attn.bias");
+    b.aproj_w = P.get(p + "attn.c_proj.weight"), b.aproj_b = P.get(p + "attn.c_proj.bias");
+    b.ln2_w = P.get(p + "ln_2.weight"), b.ln2_b = P.get(p + "ln_2.bias");
+    b.fc_w = P.get(p + "mlp.c_fc.weight"), b.fc_b = P.get(p + "mlp.c_fc.bias");
+    b.mproj_w = P.get(p + "mlp.c_proj.weight"), b.mproj_b = P.get(p + "mlp.c_proj.bias");
+    if (cfg_.attention.learnable_lambda && uses_lambda(cfg_.attention.variant)) {
+      b.lambda_rho = P.get(p + "attn.saobp_lambda_rho");
+      kern::fill(b.lambda_rho.data(), lambda_to_rho(cfg_.attention.lambda_for_layer(l)));
+    }
+    blocks_.push_back(b);
+  }
+  lnf_w_ = P.get("transformer.ln_f.weight");
+  lnf_b_ = P.get("transformer.ln_f.bias");
+}
+
+RngKey GPT2LMHeadModel::dropout_key(const std::string& site, uint64_t step) const {
+  return RngKey{seed_, name_stream(site), step << 32};
+}
+
+namespace {
+// HF's Conv1D: x (..., IN) @ w (IN, OUT) + b (OUT).
+Var conv1d(const Var& x, const Var& w, const Var& b) { return add(matmul(x, w), b); }
+}  // namespace
+
+Var GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
+                             std::vector<AttentionMaps>* maps) {
+  if (ids.dim() != 2) fail("gpt2", "ids must be (B,T), got {}", ids.str());
+  const int64_t T = ids.size(1), C = cfg_.n_embd, NH = cfg_.n_head;
+  if (T > cfg_.n_positions) fail("gpt2", "sequence length {} exceeds model.n_positions {}", T, cfg_.n_positions);
+  if (key_mask.defined() && key_mask.shape() != ids.shape())
+    fail("gpt2", "key_mask {} does not match ids {}", key_mask.str(), ids.str());
+  const double p = cfg_.dropout;
+  Var x = embedding(wte_, ids);  // (B,T,C)
+  if (cfg_.positions == PositionKind::learned) {
+    std::vector<int32_t> pos(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    x = add(x, embedding(wpe_, Tensor::from_vector(pos, {1, T}, ids.device())));
+  }
+  x = dropout(x, p, dropout_key("transformer.drop", step), training);
+  if (maps) maps->clear();
+  const AttentionConfig acfg{cfg_.attention.variant, true, cfg_.attention.steps};
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    const std::string site = fmt::format("transformer.h.{}.", l);
+    Var lam;
+    if (uses_lambda(acfg.variant))
+      lam = b.lambda_rho.defined() ? lambda_learnable(b.lambda_rho)
+                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)), NH,
+                                                     params_.dtype(), params_.device());
+    // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
+    const std::vector<Var> qkv = split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, cfg_.ln_eps), b.attn_w, b.attn_b), 2, C);
+    Var q = split_heads(qkv[0], NH), k = split_heads(qkv[1], NH), v = split_heads(qkv[2], NH);
+    if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
+    AttentionMaps m;
+    Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
+    if (maps) maps->push_back(m);
+    a = dropout(conv1d(a, b.aproj_w, b.aproj_b), p, dropout_key(site + "attn.resid_dropout", step), training);
+    x = add(x, a);
+    // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj
+    Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, cfg_.ln_eps), b.fc_w, b.fc_b), true), b.mproj_w,
+                   b.mproj_b);
+    x = add(x, dropout(h, p, dropout_key(site + "mlp.dropout", step), training));
+  }
+  x = layernorm(x, lnf_w_, lnf_b_, cfg_.ln_eps);
+  return linear(x, wte_);  // LM head tied to wte: (B,T,V)
+}
+
+Var GPT2LMHeadModel::lm_loss(const Var& logits, const Tensor& targets) {
+  if (logits.dim() != 3 || targets.shape() != Shape{logits.size(0), logits.size(1)})
+    fail("gpt2", "lm_loss: targets {} do not match logits {}", targets.str(), logits.data().str());
+  return cross_entropy(logits, targets, -100);
+}
+
+}  // namespace saobp

@@ -1,0 +1,73 @@
+// A GPT-2-style decoder with the LM head, laid out exactly as Hugging Face's GPT2LMHeadModel
+// (tensor names, shapes and the Conv1D [in, out] weight layout): token + learned position
+// embeddings, pre-LN blocks (ln_1 -> causal attention -> residual, ln_2 -> MLP with tanh GELU
+// -> residual), final ln_f, and the LM head tied to the token embeddings (logits = h wteᵀ, no
+// bias). LayerNorm eps 1e-5. Attention is the SAOBP family (src/attention/attention.h) with
+// causal masking; positions may instead be rotary (RoPE on q and k) or absent.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "model/params.h"
+#include "model/positions.h"
+
+namespace saobp {
+
+struct DecoderConfig {
+  int64_t vocab = 50257, n_positions = 1024, n_embd = 256, n_layer = 4, n_head = 4, n_inner = 1024;
+  double dropout = 0.1, ln_eps = 1e-5, init_std = 0.02;
+  AttentionSpec attention;
+  PositionKind positions = PositionKind::learned;
+  double rope_base = 10000;  // θ_i = rope_base^(-2i/HS) (positions == rope)
+  // Throws naming the offending key.
+  void validate() const;
+};
+
+// The paper's sizes (Table 4): Mini 4/256/4/1024 λ 0.2, Small 4/512/8/2048 λ 0.08,
+// Medium 8/512/8/2048 λ 0.05 (layers/hidden/heads/inner).
+DecoderConfig gpt2_mini();
+DecoderConfig gpt2_small();
+DecoderConfig gpt2_medium();
+
+// One tensor the model registers: its HF name, shape and initialization.
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  Init init = Init::zeros;
+  double std = 0;
+};
+// Every tensor of GPT2LMHeadModel for `cfg`, in registration order. Counting parameters from
+// this list costs nothing (the 124M model need not be built to be counted).
+std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg);
+
+class GPT2LMHeadModel {
+ public:
+  GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType dtype = DType::f32, Device device = Device::cpu());
+
+  // ids: (B,T) i32, T <= n_positions; key_mask: (B,T) u8 (1 = token) or undefined. Dropout
+  // draws from (seed, stream of the site, step << 32). Returns logits (B,T,V).
+  Var forward(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
+              std::vector<AttentionMaps>* maps = nullptr);
+  // Mean cross-entropy over the positions whose target is not -100. targets: (B,T) i32 already
+  // aligned with the logits (targets[t] is the token after position t: the caller shifts, as
+  // llm.c's data loader does; HF's GPT2LMHeadModel shifts the labels inside).
+  Var lm_loss(const Var& logits, const Tensor& targets);
+
+  const DecoderConfig& config() const { return cfg_; }
+  ParamStore& params() { return params_; }
+
+ private:
+  struct Block {
+    Var ln1_w, ln1_b, attn_w, attn_b, aproj_w, aproj_b, ln2_w, ln2_b, fc_w, fc_b, mproj_w, mproj_b;
+    Var lambda_rho;  // learnable λ only
+  };
+  DecoderConfig cfg_;
+  uint64_t seed_;
+  ParamStore params_;
+  Var wte_, wpe_, lnf_w_, lnf_b_;
+  std::vector<Block> blocks_;
+  RngKey dropout_key(const std::string& site, uint64_t step) const;
+};
+
+}  // namespace saobp

@@ -1,0 +1,52 @@
+// saobp::cuda rope: checks and the angle table on the host, then the kernel of rope.cu.
+// CPU twin: src/tensor/cpu/rope.cpp (same checks, messages and table, so the angles match).
+#include <cmath>
+#include <vector>
+
+#include "tensor/cuda/common.h"
+
+namespace saobp::cuda {
+
+namespace {
+
+// cos and sin of t θ_i, θ_i = base^(-2i/HS), for t in [0,T), i in [0,HS/2): (T, HS/2) in
+// double, computed on the host exactly as the CPU twin does.
+void rope_table(int64_t T, int64_t HS, double base, std::vector<double>& cs, std::vector<double>& sn) {
+  const int64_t H = HS / 2;
+  cs.resize(static_cast<size_t>(T * H));
+  sn.resize(static_cast<size_t>(T * H));
+  for (int64_t i = 0; i < H; ++i) {
+    const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(HS));
+    for (int64_t t = 0; t < T; ++t) {
+      const double a = static_cast<double>(t) * theta;
+      cs[static_cast<size_t>(t * H + i)] = std::cos(a);
+      sn[static_cast<size_t>(t * H + i)] = std::sin(a);
+    }
+  }
+}
+
+}  // namespace
+
+// x, y: (B,NH,T,HS) contiguous, HS even.
+void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
+  prepare("rope", y, x);
+  if (x.dim() != 4 || x.size(3) % 2 != 0)
+    fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
+  if (!(base > 0)) fail("rope", "base must be positive, got {}", base);
+  check_shape(y, x.shape(), "rope", "output");
+  check_dtype(y, x.dtype(), "rope", "output");
+  if (!x.is_contiguous() || !y.is_contiguous()) fail("rope", "{} and {} must be contiguous", x.str(), y.str());
+  const int64_t T = x.size(2), HS = x.size(3), H = HS / 2, rows = x.numel() / std::max<int64_t>(HS, 1);
+  if (rows == 0 || HS == 0) return;
+  std::vector<double> cs, sn;
+  rope_table(T, HS, base, cs, sn);
+  const Tensor dcs = Tensor::from_vector(cs, {T, H}, x.device());
+  const Tensor dsn = Tensor::from_vector(sn, {T, H}, x.device());
+  dispatch_float(x.dtype(), "rope", [&](auto tag) {
+    using F = decltype(tag);
+    check(launch_rope<F>(x.data<F>(), dcs.data<double>(), dsn.data<double>(), inverse, y.data<F>(), rows, T, HS),
+          "rope");
+  });
+}
+
+}  // namespace saobp::cuda
