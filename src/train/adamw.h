@@ -23,6 +23,8 @@ class AdamW {
   const std::vector<Var>& params() const { return params_; }
   std::vector<Tensor>& first_moments() { return m_; }
   std::vector<Tensor>& second_moments() { return v_; }
+  const std::vector<Tensor>& first_moments() const { return m_; }
+  const std::vector<Tensor>& second_moments() const { return v_; }
   void set_steps_taken(int64_t s) { step_ = s; }
 
  private:

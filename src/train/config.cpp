@@ -3,6 +3,8 @@
 // overloads on the member's type, so adding a key is one line here and one in config.h.
 #include "train/config.h"
 
+#include "model/positions.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -513,9 +515,9 @@ EncoderConfig encoder_config(const RunConfig& cfg) {
   const ModelSection& m = cfg.model;
   if (m.family != "bert")
     fail("config", "model.family is \"{}\": encoder_config builds the bert family only", m.family);
-  if (m.positions != "learned")
-    fail("config", "model.positions: the bert family has learned positions only, got \"{}\"", m.positions);
   EncoderConfig e;
+  e.positions = parse_positions(m.positions);
+  e.rope_base = m.rope_base;
   e.vocab = m.vocab_size, e.hidden = m.hidden, e.layers = m.layers, e.heads = m.heads;
   e.intermediate = m.intermediate, e.max_positions = m.max_positions, e.dropout = m.dropout;
   e.attention = attention_spec(cfg);

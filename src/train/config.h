@@ -89,8 +89,7 @@ uint64_t config_hash(const RunConfig& cfg);
 // The allowed keys of a section ("model", "train", "data"), in schema order; empty if unknown.
 std::vector<std::string> config_keys(const std::string& section);
 
-// Builders for the parts. encoder_config throws unless model.family is "bert" (and positions
-// "learned", the only kind BertForMaskedLM has).
+// Builders for the parts. encoder_config throws unless model.family is "bert".
 EncoderConfig encoder_config(const RunConfig& cfg);
 AttentionSpec attention_spec(const RunConfig& cfg);
 Schedule schedule_of(const RunConfig& cfg);

@@ -24,6 +24,7 @@ void register_all(CLI::App& app) {
   register_gradcheck(app);
   register_explain(app);
   register_bench_step(app);
+  register_train(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -18,5 +18,6 @@ void register_bench_kernels(CLI::App& app);
 void register_gradcheck(CLI::App& app);
 void register_explain(CLI::App& app);
 void register_bench_step(CLI::App& app);
+void register_train(CLI::App& app);
 
 }  // namespace saobp::cli

@@ -1,0 +1,40 @@
+// The training loop: AdamW with warmup + cosine, global-norm clipping, gradient accumulation,
+// periodic evaluation, metrics (stdout and RUN_DIR/metrics.jsonl) and checkpoints, resumable so
+// that a resumed run ends bitwise where an uninterrupted one does (on the CPU).
+//
+// Step s uses the learning rate lr_at(schedule, s), the training batches data_position ..
+// data_position + grad_accum - 1, and dropout keys of (seed, site, s · grad_accum + micro): all
+// pure functions of the saved (step, data_position), so nothing else needs saving.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "train/config.h"
+
+namespace saobp {
+
+struct TrainOptions {
+  std::string resume_dir;  // continue this checkpoint's run (same config hash required)
+  std::string init_dir;    // start a new run from this checkpoint's weights
+  bool progress = false;   // a progress bar with ETA (when stdout is a terminal)
+  bool quiet = false;      // no per-step log lines (tests)
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double last_loss = 0;
+  std::vector<double> losses;  // the training loss of every step this run took
+  std::string final_checkpoint;
+};
+
+TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, perplexity = 0;
+  int64_t predictions = 0;
+};
+// Held-out loss, MLM accuracy and perplexity of a checkpoint (its own config.toml, plus
+// overrides), over train.eval_batches batches of the validation stream.
+EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides);
+
+}  // namespace saobp

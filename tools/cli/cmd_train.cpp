@@ -1,0 +1,65 @@
+// `saobp train CONFIG [section.key=value ...]` and `saobp eval --checkpoint DIR`.
+#include <fmt/ranges.h>
+
+#include "cli/commands.h"
+#include "model/bert.h"
+#include "train/trainer.h"
+
+namespace saobp::cli {
+
+namespace {
+
+struct TrainCli {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume, init;
+  bool quiet = false;
+};
+
+int run_train(const TrainCli& o) {
+  const RunConfig cfg = load_config(o.config, o.overrides);
+  fmt::print("# resolved config ({}{}{})\n{}\n", o.config, o.overrides.empty() ? "" : " with ",
+             fmt::join(o.overrides, " "), to_toml(cfg));
+  if (cfg.model.family == "bert") {
+    BertForMaskedLM probe(encoder_config(cfg), cfg.train.seed);
+    const int64_t total = probe.params().count();
+    int64_t emb = 0;
+    for (const Var& p : probe.params().all())
+      if (p.name().find("embeddings") != std::string::npos) emb += p.numel();
+    fmt::print("parameters: {} ({} in embeddings, {} in the encoder and head)\n", total, emb, total - emb);
+  }
+  TrainOptions opt{o.resume, o.init, true, o.quiet};
+  const TrainSummary s = train(cfg, opt);
+  fmt::print("trained {} steps; final loss {:.4f}; checkpoint {}\n", s.steps, s.last_loss, s.final_checkpoint);
+  return 0;
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  static TrainCli o;
+  CLI::App* sub = app.add_subcommand("train", "Train a model from a TOML config (overrides: section.key=value)");
+  sub->add_option("config", o.config, "the run's TOML config")->required();
+  sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
+  sub->add_option("--resume", o.resume, "continue the run saved in this checkpoint directory");
+  sub->add_option("--init", o.init, "start a new run from this checkpoint's weights");
+  sub->add_flag("--quiet", o.quiet, "no per-step log lines");
+  sub->callback([] {
+    if (!o.resume.empty() && !o.init.empty()) throw CLI::ValidationError("--resume and --init exclude each other");
+  });
+  add_command(sub, [] { return run_train(o); });
+
+  static std::string ckpt;
+  static std::vector<std::string> eval_overrides;
+  CLI::App* ev = app.add_subcommand("eval", "Held-out loss, MLM accuracy and perplexity of a checkpoint");
+  ev->add_option("--checkpoint", ckpt, "checkpoint directory")->required();
+  ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
+  add_command(ev, [] {
+    const EvalResult r = evaluate_checkpoint(ckpt, eval_overrides);
+    fmt::print("{}: loss {:.4f} | MLM accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", ckpt, r.loss,
+               r.accuracy, r.perplexity, r.predictions);
+    return 0;
+  });
+}
+
+}  // namespace saobp::cli
