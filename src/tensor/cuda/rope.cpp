@@ -3,29 +3,10 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/rope_table.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {
-
-namespace {
-
-// cos and sin of t θ_i, θ_i = base^(-2i/HS), for t in [0,T), i in [0,HS/2): (T, HS/2) in
-// double, computed on the host exactly as the CPU twin does.
-void rope_table(int64_t T, int64_t HS, double base, std::vector<double>& cs, std::vector<double>& sn) {
-  const int64_t H = HS / 2;
-  cs.resize(static_cast<size_t>(T * H));
-  sn.resize(static_cast<size_t>(T * H));
-  for (int64_t i = 0; i < H; ++i) {
-    const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(HS));
-    for (int64_t t = 0; t < T; ++t) {
-      const double a = static_cast<double>(t) * theta;
-      cs[static_cast<size_t>(t * H + i)] = std::cos(a);
-      sn[static_cast<size_t>(t * H + i)] = std::sin(a);
-    }
-  }
-}
-
-}  // namespace
 
 // x, y: (B,NH,T,HS) contiguous, HS even.
 void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
