@@ -88,7 +88,7 @@ TEST_CASE("a second backward through a freed graph throws", "[autograd]") {
   CHECK(values(x.grad()) == g);  // the leaf did not change
 }
 
-TEST_CASE("leaf gradients accumulate across backward calls; zero_grad resets", "[autograd]") {
+TEST_CASE("leaf gradients accumulate across backward calls, zero_grad resets", "[autograd]") {
   const Tensor xt = Tensor::from_vector(std::vector<double>{1.0, -2.0, 3.0});
   Var x(xt, true);
   auto loss = [&] { return sum(mul(x, scale(x, 0.5))); };  // Σ x²/2 -> x
@@ -108,7 +108,7 @@ TEST_CASE("leaf gradients accumulate across backward calls; zero_grad resets", "
   CHECK(values(x2.grad()) == std::vector<double>{1.0, -2.0, 3.0});
 }
 
-TEST_CASE("retain_grad keeps a non-leaf gradient; others are released", "[autograd]") {
+TEST_CASE("retain_grad keeps a non-leaf gradient, others are released", "[autograd]") {
   Var x(Tensor::from_vector(std::vector<double>{1.0, 2.0}), true);
   Var h = scale(x, 3.0);
   Var k = scale(x, 5.0);

@@ -137,7 +137,7 @@ TEST_CASE("gradcheck add_scalar, exp, log, log1p, softplus", "[gradcheck]") {
   CHECK(values(add_scalar(Var(x), 1.25).data()) == std::vector<double>{-28.75, 0.25, 1.25, 3.25, 41.25});
 }
 
-TEST_CASE("gradcheck dropout; its gradient is the mask scaled by 1/(1-p)", "[gradcheck]") {
+TEST_CASE("gradcheck dropout, its gradient is the mask scaled by 1/(1-p)", "[gradcheck]") {
   const RngKey key{42, 17, 5};
   const double p = 0.4;
   require_gradcheck([&](const VV& v) { return dropout(v[0], p, key); }, {randn({4, 6}, 211)});

@@ -103,7 +103,7 @@ TEST_CASE("gpt2: residual projections start at init_std / sqrt(2 n_layer)", "[mo
   CHECK(rms("transformer.h.3.mlp.c_proj.weight") == Approx(0.02 / 4).epsilon(0.05));
 }
 
-TEST_CASE("gpt2: the 124M config has 124,439,808 parameters; BERT-base MLM 109,514,298", "[model]") {
+TEST_CASE("gpt2: the 124M config has 124,439,808 parameters, BERT-base MLM 109,514,298", "[model]") {
   DecoderConfig c;
   c.vocab = 50257, c.n_positions = 1024, c.n_embd = 768, c.n_layer = 12, c.n_head = 12, c.n_inner = 3072;
   int64_t n = 0;
@@ -239,7 +239,7 @@ TEST_CASE("gpt2: f64 finite differences of the whole model's loss", "[model][gra
   }
 }
 
-TEST_CASE("positions: names round-trip; unknown names are rejected", "[model]") {
+TEST_CASE("positions: names round-trip, unknown names are rejected", "[model]") {
   for (PositionKind p : {PositionKind::learned, PositionKind::rope, PositionKind::none})
     CHECK(parse_positions(positions_name(p)) == p);
   CHECK_ERROR(parse_positions("alibi"), Catch::Contains("alibi") && Catch::Contains("rope"));

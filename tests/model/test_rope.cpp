@@ -46,7 +46,7 @@ TEST_CASE("rope: position 0 is the identity and pair 0 turns by t radians", "[mo
   }
 }
 
-TEST_CASE("rope: rotation preserves norms; inverse undoes forward", "[model]") {
+TEST_CASE("rope: rotation preserves norms, inverse undoes forward", "[model]") {
   const int64_t HS = 8;
   const Tensor x = randn({2, 3, 9, HS}, 6);
   const Tensor y = rope_of(x, 100.0, false);

@@ -444,7 +444,7 @@ TEST_CASE("softmax and log-softmax forward match the definition, with a broadcas
     }
 }
 
-TEST_CASE("embedding forward gathers rows; cross-entropy forward matches the definition", "[kernels]") {
+TEST_CASE("embedding forward gathers rows, cross-entropy forward matches the definition", "[kernels]") {
   const Tensor w = randn({6, 4}, 81, DType::f64);
   const Tensor id = saobp::test::ids({5, 0, 5, 2}, {4});
   Tensor out = Tensor::empty({4, 4}, DType::f64);

@@ -97,7 +97,7 @@ TEST_CASE("fill_random at an offset equals the tail of a longer draw", "[rng]") 
   }
 }
 
-TEST_CASE("uniform draws lie in [a, b) and normal draws have the requested moments", "[rng]") {
+TEST_CASE("uniform draws lie in the half-open range from a to b, normal draws have the requested moments", "[rng]") {
   const int64_t n = 100000;
   SECTION("uniform [0, 1)") {
     for (DType dt : {DType::f32, DType::f64}) {

@@ -215,7 +215,7 @@ TEST_CASE("split_heads is a strided view of (B,T,C) as (B,NH,T,HS)", "[tensor]")
   CHECK_ERROR(Tensor::zeros({2, 8}).split_heads(2), Contains("[split_heads]"));
 }
 
-TEST_CASE("contiguous() copies only when needed; clone() always copies", "[tensor]") {
+TEST_CASE("contiguous() copies only when needed, clone() always copies", "[tensor]") {
   const Tensor x = iota({3, 4});
   const Tensor c = x.contiguous();
   CHECK(c.shares_storage(x));
@@ -253,7 +253,7 @@ TEST_CASE("zero-size tensors are contiguous and can be viewed", "[tensor]") {
   }
 }
 
-TEST_CASE("copy_from broadcasts and converts; to(dtype) casts", "[tensor]") {
+TEST_CASE("copy_from broadcasts and converts, to(dtype) casts", "[tensor]") {
   Tensor dst = Tensor::zeros({2, 3}, DType::f64);
   dst.copy_from(Tensor::from_vector(std::vector<float>{1.5f, -2.0f, 3.0f}, {3}));
   CHECK(values(dst) == std::vector<double>{1.5, -2, 3, 1.5, -2, 3});

@@ -89,7 +89,7 @@ TEST_CASE("trainer: checkpoints round-trip and bad ones are rejected by name", "
   fs::remove_all(dir);
 }
 
-TEST_CASE("trainer: a diverging run stops naming the step; resume refuses another config", "[train]") {
+TEST_CASE("trainer: a diverging run stops naming the step, resume refuses another config", "[train]") {
   const std::string dir = temp_dir("nan");
   TrainOptions quiet;
   quiet.quiet = true;
