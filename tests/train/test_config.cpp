@@ -77,9 +77,9 @@ TEST_CASE("shipped configs carry the paper's values", "[config]") {
   const RunConfig q = load_config(shipped("quickstart.toml"));
   CHECK(q.model.hidden == 64);
   CHECK(q.model.layers == 2);
-  CHECK(q.train.max_steps == 300);
+  CHECK(q.train.max_steps == 3000);
   const EncoderConfig e = encoder_config(q);
-  CHECK(e.vocab == 2000);
+  CHECK(e.vocab == 128);
   CHECK(e.attention.variant == AttnVariant::bp_high);
 }
 
