@@ -62,4 +62,12 @@ AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return d;
 }
 
+void check_rope(const Tensor& x, double base, const Tensor& y) {
+  if (x.dim() != 4 || x.size(3) % 2 != 0) fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
+  if (!(base > 0)) fail("rope", "base must be positive, got {}", base);
+  check_shape(y, x.shape(), "rope", "output");
+  check_dtype(y, x.dtype(), "rope", "output");
+  if (!x.is_contiguous() || !y.is_contiguous()) fail("rope", "{} and {} must be contiguous", x.str(), y.str());
+}
+
 }  // namespace saobp

@@ -23,4 +23,7 @@ AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          const Tensor& aux);
 bool is_potts(AttnVariant v);
 
+// rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0.
+void check_rope(const Tensor& x, double base, const Tensor& y);
+
 }  // namespace saobp

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/checks.h"
 #include "tensor/rope_table.h"
 #include "tensor/cuda/common.h"
 
@@ -11,12 +12,7 @@ namespace saobp::cuda {
 // x, y: (B,NH,T,HS) contiguous, HS even.
 void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
   prepare("rope", y, x);
-  if (x.dim() != 4 || x.size(3) % 2 != 0)
-    fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
-  if (!(base > 0)) fail("rope", "base must be positive, got {}", base);
-  check_shape(y, x.shape(), "rope", "output");
-  check_dtype(y, x.dtype(), "rope", "output");
-  if (!x.is_contiguous() || !y.is_contiguous()) fail("rope", "{} and {} must be contiguous", x.str(), y.str());
+  check_rope(x, base, y);
   const int64_t T = x.size(2), HS = x.size(3), H = HS / 2, rows = x.numel() / std::max<int64_t>(HS, 1);
   if (rows == 0 || HS == 0) return;
   std::vector<double> cs, sn;
