@@ -38,4 +38,27 @@ MlmBatch synthetic_mlm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uin
   return out;
 }
 
+ClmBatch synthetic_clm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t stream, int64_t index) {
+  if (T < 2) fail("data", "synthetic sequences need seq_len >= 2, got {}", T);
+  if (V <= kFirstRegular + 1) fail("data", "synthetic data needs vocab_size > {}, got {}", kFirstRegular + 1, V);
+  const auto regular = static_cast<uint32_t>(V - kFirstRegular);
+  const int64_t half = (T + 1) / 2;
+  std::vector<int32_t> ids(static_cast<size_t>(B * T)), targets(ids.size(), -100);
+  for (int64_t b = 0; b < B; ++b) {
+    const uint64_t seq = static_cast<uint64_t>(index * B + b);
+    int32_t* row = ids.data() + b * T;
+    for (int64_t t = 0; t < half; ++t) {
+      const int32_t tok = kFirstRegular + static_cast<int32_t>(philox::word(seed, stream, seq * 4096 + t) % regular);
+      row[t] = tok;
+      if (half + t < T) row[half + t] = tok;
+    }
+    for (int64_t t = 0; t + 1 < T; ++t) targets[static_cast<size_t>(b * T + t)] = row[t + 1];
+  }
+  ClmBatch out;
+  out.ids = Tensor::from_vector(ids, {B, T});
+  out.targets = Tensor::from_vector(targets, {B, T});
+  out.key_mask = Tensor::full({B, T}, 1.0, DType::u8);
+  return out;
+}
+
 }  // namespace saobp

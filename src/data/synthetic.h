@@ -20,6 +20,16 @@ struct MlmBatch {
   Tensor key_mask;  // (B,T) u8, all 1 (no padding in this source)
 };
 
+// The causal-LM form of the same source: sequence n is s s (T tokens, s of T/2 random tokens,
+// no special tokens), targets[t] = ids[t+1] and -100 at the last position, so the second copy is
+// predictable from the first.
+struct ClmBatch {
+  Tensor ids;       // (B,T) i32
+  Tensor targets;   // (B,T) i32, next token (-100 at the end)
+  Tensor key_mask;  // (B,T) u8, all 1
+};
+ClmBatch synthetic_clm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t stream, int64_t index);
+
 MlmBatch synthetic_mlm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t stream, int64_t index,
                              double mlm_probability);
 

@@ -525,6 +525,20 @@ EncoderConfig encoder_config(const RunConfig& cfg) {
   return e;
 }
 
+DecoderConfig decoder_config(const RunConfig& cfg) {
+  const ModelSection& m = cfg.model;
+  if (m.family != "gpt2")
+    fail("config", "model.family is \"{}\": decoder_config builds the gpt2 family only", m.family);
+  DecoderConfig d;
+  d.vocab = m.vocab_size, d.n_positions = m.max_positions, d.n_embd = m.hidden, d.n_layer = m.layers;
+  d.n_head = m.heads, d.n_inner = m.intermediate, d.dropout = m.dropout;
+  d.attention = attention_spec(cfg);
+  d.positions = parse_positions(m.positions);
+  d.rope_base = m.rope_base;
+  d.validate();
+  return d;
+}
+
 Schedule schedule_of(const RunConfig& cfg) {
   return {cfg.train.lr, cfg.train.min_lr, cfg.train.warmup_steps, cfg.train.max_steps};
 }

@@ -19,6 +19,7 @@
 
 #include "attention/attention.h"
 #include "model/bert.h"
+#include "model/gpt2.h"
 #include "train/adamw.h"
 #include "train/schedule.h"
 
@@ -91,6 +92,8 @@ std::vector<std::string> config_keys(const std::string& section);
 
 // Builders for the parts. encoder_config throws unless model.family is "bert".
 EncoderConfig encoder_config(const RunConfig& cfg);
+// The decoder model config (throws unless model.family is "gpt2").
+DecoderConfig decoder_config(const RunConfig& cfg);
 AttentionSpec attention_spec(const RunConfig& cfg);
 Schedule schedule_of(const RunConfig& cfg);
 AdamWConfig adamw_config(const RunConfig& cfg);

@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "model/bert.h"
+#include "model/gpt2.h"
 #include "train/trainer.h"
 
 namespace saobp::cli {
@@ -20,14 +21,20 @@ int run_train(const TrainCli& o) {
   const RunConfig cfg = load_config(o.config, o.overrides);
   fmt::print("# resolved config ({}{}{})\n{}\n", o.config, o.overrides.empty() ? "" : " with ",
              fmt::join(o.overrides, " "), to_toml(cfg));
-  if (cfg.model.family == "bert") {
+  int64_t total = 0, emb = 0;
+  auto count = [&](const std::string& name, int64_t n) {
+    total += n;
+    if (name.find("embeddings") != std::string::npos || name.find(".wte.") != std::string::npos ||
+        name.find(".wpe.") != std::string::npos)
+      emb += n;
+  };
+  if (cfg.model.family == "gpt2") {
+    for (const ParamSpec& p : gpt2_param_specs(decoder_config(cfg))) count(p.name, shape_numel(p.shape));
+  } else {
     BertForMaskedLM probe(encoder_config(cfg), cfg.train.seed);
-    const int64_t total = probe.params().count();
-    int64_t emb = 0;
-    for (const Var& p : probe.params().all())
-      if (p.name().find("embeddings") != std::string::npos) emb += p.numel();
-    fmt::print("parameters: {} ({} in embeddings, {} in the encoder and head)\n", total, emb, total - emb);
+    for (const Var& p : probe.params().all()) count(p.name(), p.numel());
   }
+  fmt::print("parameters: {} ({} in embeddings, {} in the blocks and head)\n", total, emb, total - emb);
   TrainOptions opt{o.resume, o.init, true, o.quiet};
   const TrainSummary s = train(cfg, opt);
   fmt::print("trained {} steps; final loss {:.4f}; checkpoint {}\n", s.steps, s.last_loss, s.final_checkpoint);
@@ -51,12 +58,12 @@ void register_train(CLI::App& app) {
 
   static std::string ckpt;
   static std::vector<std::string> eval_overrides;
-  CLI::App* ev = app.add_subcommand("eval", "Held-out loss, MLM accuracy and perplexity of a checkpoint");
+  CLI::App* ev = app.add_subcommand("eval", "Held-out loss, accuracy (masked or next token) and perplexity of a checkpoint");
   ev->add_option("--checkpoint", ckpt, "checkpoint directory")->required();
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {
     const EvalResult r = evaluate_checkpoint(ckpt, eval_overrides);
-    fmt::print("{}: loss {:.4f} | MLM accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", ckpt, r.loss,
+    fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", ckpt, r.loss,
                r.accuracy, r.perplexity, r.predictions);
     return 0;
   });
