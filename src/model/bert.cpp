@@ -1,21 +1,14 @@
 #include "model/bert.h"
 
+#include "model/sizes.h"
+
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
 
 namespace saobp {
 
 void EncoderConfig::validate() const {
-  if (vocab <= 0 || hidden <= 0 || layers <= 0 || heads <= 0 || intermediate <= 0 || max_positions <= 0)
-    fail("config", "model sizes must be positive");
-  if (hidden % heads != 0) fail("config", "model.hidden {} is not divisible by model.heads {}", hidden, heads);
-  if (!(dropout >= 0 && dropout < 1)) fail("config", "model.dropout must be in [0, 1), got {}", dropout);
-  if (positions == PositionKind::rope) {
-    if ((hidden / heads) % 2 != 0)
-      fail("config", "model.positions = rope needs an even head size, got {}", hidden / heads);
-    if (!(rope_base > 0)) fail("config", "model.rope_base must be positive, got {}", rope_base);
-  }
-  attention.validate(layers);
+  validate_sizes({vocab, max_positions, hidden, layers, heads, intermediate, dropout, positions, rope_base}, attention);
 }
 
 EncoderConfig bert_mini() { return {}; }

@@ -1,5 +1,7 @@
 #include "model/gpt2.h"
 
+#include "model/sizes.h"
+
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -8,16 +10,7 @@
 namespace saobp {
 
 void DecoderConfig::validate() const {
-  if (vocab <= 0 || n_positions <= 0 || n_embd <= 0 || n_layer <= 0 || n_head <= 0 || n_inner <= 0)
-    fail("config", "model sizes must be positive");
-  if (n_embd % n_head != 0) fail("config", "model.n_embd {} is not divisible by model.n_head {}", n_embd, n_head);
-  if (!(dropout >= 0 && dropout < 1)) fail("config", "model.dropout must be in [0, 1), got {}", dropout);
-  if (positions == PositionKind::rope) {
-    if ((n_embd / n_head) % 2 != 0)
-      fail("config", "model.positions = rope needs an even head size, got {}", n_embd / n_head);
-    if (!(rope_base > 0)) fail("config", "model.rope_base must be positive, got {}", rope_base);
-  }
-  attention.validate(n_layer);
+  validate_sizes({vocab, n_positions, n_embd, n_layer, n_head, n_inner, dropout, positions, rope_base}, attention);
 }
 
 DecoderConfig gpt2_mini() { return {}; }
