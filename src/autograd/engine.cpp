@@ -28,6 +28,13 @@ Tensor& GradSlots::operator[](size_t i) {
   return v.grad;
 }
 
+Tensor& GradSlots::slot(size_t i, bool& fresh) {
+  VarImpl& v = *inputs_[i];
+  fresh = !v.grad.defined();
+  if (fresh) v.grad = v.data.empty_like();
+  return v.grad;
+}
+
 Var make_result(Tensor out, const char* name, std::vector<Var> inputs, BackwardFn fn) {
   bool any = false;
   if (grad_enabled())

@@ -28,8 +28,8 @@ void accumulate_product(const Tensor& g, const Tensor& other, Tensor& grad) {
 Var add(const Var& a, const Var& b) {
   Tensor out = binary_forward(BinaryOp::add, a.data(), b.data(), "add");
   return make_result(out, "add", {a, b}, [](const Tensor& g, GradSlots& gin) {
-    if (gin.needs(0)) accumulate_broadcast(g, gin[0]);
-    if (gin.needs(1)) accumulate_broadcast(g, gin[1]);
+    if (gin.needs(0)) accumulate_broadcast(g, gin, 0);
+    if (gin.needs(1)) accumulate_broadcast(g, gin, 1);
   });
 }
 

@@ -22,13 +22,14 @@ Var matmul(const Var& a, const Var& b) {
     kern::gemm(A, false, Bm, tb, out2, 1.0, 0.0);
     return make_result(out, "matmul", {a, b}, [A, Bm, tb, K, N](const Tensor& g, GradSlots& gin) {
       const Tensor g2 = g.contiguous().view({-1, N});
+      bool fresh = false;  // first gradient: written with beta 0 instead of zeroed and added to
       if (gin.needs(0)) {
-        Tensor ga = gin[0].view({-1, K});
-        kern::gemm(g2, false, Bm, !tb, ga, 1.0, 1.0);  // g Bᵀ
+        Tensor ga = gin.slot(0, fresh).view({-1, K});
+        kern::gemm(g2, false, Bm, !tb, ga, 1.0, fresh ? 0.0 : 1.0);  // g Bᵀ
       }
       if (gin.needs(1)) {
-        Tensor& gb = gin[1];
-        kern::gemm(A, true, g2, false, gb, 1.0, 1.0);  // Aᵀ g (summed over all rows)
+        Tensor& gb = gin.slot(1, fresh);
+        kern::gemm(A, true, g2, false, gb, 1.0, fresh ? 0.0 : 1.0);  // Aᵀ g (summed over all rows)
       }
     });
   }
@@ -40,10 +41,17 @@ Var matmul(const Var& a, const Var& b) {
   kern::gemm(A, ta, Bm, tb, out, 1.0, 0.0);
   return make_result(out, "matmul", {a, b}, [A, ta, Bm, tb](const Tensor& g, GradSlots& gin) {
     const Tensor gc = g.contiguous();
+    bool fresh = false;
     // ga = g Bᵀ, written in a's logical layout (its grad buffer is contiguous).
-    if (gin.needs(0)) kern::gemm(gc, false, Bm, !tb, gin[0], 1.0, 1.0);
+    if (gin.needs(0)) {
+      Tensor& ga = gin.slot(0, fresh);
+      kern::gemm(gc, false, Bm, !tb, ga, 1.0, fresh ? 0.0 : 1.0);
+    }
     // gb = Aᵀ g
-    if (gin.needs(1)) kern::gemm(A, !ta, gc, false, gin[1], 1.0, 1.0);
+    if (gin.needs(1)) {
+      Tensor& gb = gin.slot(1, fresh);
+      kern::gemm(A, !ta, gc, false, gb, 1.0, fresh ? 0.0 : 1.0);
+    }
   });
 }
 
@@ -63,14 +71,18 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   kern::gemm(X, false, W, true, o2, 1.0, b.defined() ? 1.0 : 0.0);  // x Wᵀ (+ b)
   return make_result(out, "linear", {x, w, b}, [X, W, IN, OUT](const Tensor& g, GradSlots& gin) {
     const Tensor g2 = g.contiguous().view({-1, OUT});
+    bool fresh = false;  // a gradient seen for the first time is written (beta 0), not zeroed and added to
     if (gin.needs(0)) {
-      Tensor gx = gin[0].view({-1, IN});
-      kern::gemm(g2, false, W, false, gx, 1.0, 1.0);  // gx += g W
+      Tensor gx = gin.slot(0, fresh).view({-1, IN});
+      kern::gemm(g2, false, W, false, gx, 1.0, fresh ? 0.0 : 1.0);  // gx += g W
     }
-    if (gin.needs(1)) kern::gemm(g2, true, X, false, gin[1], 1.0, 1.0);  // gW += gᵀ x
+    if (gin.needs(1)) {
+      Tensor& gw = gin.slot(1, fresh);
+      kern::gemm(g2, true, X, false, gw, 1.0, fresh ? 0.0 : 1.0);  // gW += gᵀ x
+    }
     if (gin.needs(2)) {
-      Tensor gb = gin[2].view({1, OUT});
-      kern::reduce_sum_to(g2, gb, 1.0, true);  // gb += Σ_rows g
+      Tensor gb = gin.slot(2, fresh).view({1, OUT});
+      kern::reduce_sum_to(g2, gb, 1.0, !fresh);  // gb += Σ_rows g
     }
   });
 }

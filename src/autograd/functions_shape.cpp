@@ -10,35 +10,39 @@ namespace saobp {
 
 namespace {
 // grad (+)= g seen through view(grad): `view` maps the input's gradient buffer onto g's shape.
+// For views that cover the whole input (all but slice), a first gradient is copied into a new
+// buffer instead of added to zeros.
 template <class ViewFn>
-void accumulate_through(const Tensor& g, Tensor& grad, ViewFn view) {
+void accumulate_through(const Tensor& g, GradSlots& gin, bool covers_all, ViewFn view) {
+  bool fresh = false;
+  Tensor& grad = covers_all ? gin.slot(0, fresh) : gin[0];
   Tensor dst = view(grad);
-  kern::copy(g, dst, true);
+  kern::copy(g, dst, !fresh);
 }
 }  // namespace
 
 Var reshape(const Var& x, const Shape& shape) {
   return make_result(x.data().reshape(shape), "reshape", {x}, [](const Tensor& g, GradSlots& gin) {
-    accumulate_through(g.contiguous(), gin[0], [&](Tensor& t) { return t.view(g.shape()); });
+    accumulate_through(g.contiguous(), gin, true, [&](Tensor& t) { return t.view(g.shape()); });
   });
 }
 
 Var transpose(const Var& x, int64_t d0, int64_t d1) {
   return make_result(x.data().transpose(d0, d1), "transpose", {x}, [d0, d1](const Tensor& g, GradSlots& gin) {
-    accumulate_through(g, gin[0], [&](Tensor& t) { return t.transpose(d0, d1); });
+    accumulate_through(g, gin, true, [&](Tensor& t) { return t.transpose(d0, d1); });
   });
 }
 
 Var permute(const Var& x, const std::vector<int64_t>& order) {
   return make_result(x.data().permute(order), "permute", {x}, [order](const Tensor& g, GradSlots& gin) {
-    accumulate_through(g, gin[0], [&](Tensor& t) { return t.permute(order); });
+    accumulate_through(g, gin, true, [&](Tensor& t) { return t.permute(order); });
   });
 }
 
 Var slice(const Var& x, int64_t dim, int64_t start, int64_t end) {
   return make_result(x.data().slice(dim, start, end), "slice", {x},
                      [dim, start, end](const Tensor& g, GradSlots& gin) {
-                       accumulate_through(g, gin[0], [&](Tensor& t) { return t.slice(dim, start, end); });
+                       accumulate_through(g, gin, false, [&](Tensor& t) { return t.slice(dim, start, end); });
                      });
 }
 
@@ -86,7 +90,9 @@ Var concat(const std::vector<Var>& xs, int64_t dim) {
 Var contiguous(const Var& x) {
   if (x.data().is_contiguous()) return x;
   return make_result(x.data().contiguous(), "contiguous", {x}, [](const Tensor& g, GradSlots& gin) {
-    kern::copy(g, gin[0], true);
+    bool fresh = false;
+    Tensor& gx = gin.slot(0, fresh);
+    kern::copy(g, gx, !fresh);
   });
 }
 

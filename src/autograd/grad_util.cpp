@@ -13,6 +13,23 @@ void accumulate_broadcast(const Tensor& g, Tensor& grad) {
   kern::reduce_sum_to(g.contiguous(), dst, 1.0, true);
 }
 
+void accumulate_broadcast(const Tensor& g, GradSlots& gin, size_t i) {
+  bool fresh = false;
+  Tensor& grad = gin.slot(i, fresh);
+  if (!fresh) {
+    accumulate_broadcast(g, grad);
+    return;
+  }
+  if (g.shape() == grad.shape()) {
+    kern::copy(g, grad, false);
+    return;
+  }
+  Shape padded(static_cast<size_t>(g.dim() - grad.dim()), 1);
+  padded.insert(padded.end(), grad.shape().begin(), grad.shape().end());
+  Tensor dst = grad.view(padded);
+  kern::reduce_sum_to(g.contiguous(), dst, 1.0, false);
+}
+
 Tensor gemm_operand(const Tensor& t, bool& trans) {
   trans = false;
   if (t.is_contiguous()) return t;

@@ -69,6 +69,10 @@ class GradSlots {
   explicit GradSlots(const std::vector<std::shared_ptr<VarImpl>>& inputs) : inputs_(inputs) {}
   bool needs(size_t i) const { return inputs_[i] && inputs_[i]->requires_grad; }
   Tensor& operator[](size_t i);  // the input's grad, zeros on first use
+  // The input's grad for an op that can overwrite instead of accumulate: on first use a new
+  // uninitialized buffer with fresh = true, which the caller must then write whole (a GEMM with
+  // beta 0, a copy); otherwise the existing grad with fresh = false. Saves the zero fill.
+  Tensor& slot(size_t i, bool& fresh);
  private:
   const std::vector<std::shared_ptr<VarImpl>>& inputs_;
 };

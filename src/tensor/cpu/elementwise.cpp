@@ -1,11 +1,30 @@
 // CPU kernels: fill, copy, cast, axpby, binary (broadcast), reduce_sum_to.
 // CUDA twins: src/tensor/cuda/elementwise.cu, src/tensor/cuda/reduce.cu.
+#include <malloc.h>
+
 #include <cmath>
 #include <cstring>
 
 #include "tensor/cpu/common.h"
+#include "tensor/cpu/vec_math.h"
 
 namespace saobp::cpu {
+
+namespace {
+// Host buffers are recycled inside the process. By default glibc serves every block above its
+// mmap threshold (128 KB, rising with use to at most 32 MB) with its own mmap and unmaps it on
+// free, and trims the heap top above 128 KB: each training step then page-faulted and the
+// kernel zero-filled its large temporaries again (BERT-Mini at B=32, T=128: the MLM logits and
+// their gradient are 74 MB each, the word-embedding gradient 31 MB), about 5% of the step in
+// the kernel. With mmap off and a 1 GB trim threshold freed blocks stay in the heap for the next
+// step. Set once, when this file's objects are initialized (it holds the fill kernel, so it is
+// in every binary that makes a tensor).
+[[maybe_unused]] const bool kHostHeapTuned = [] {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}();
+}  // namespace
 
 // out: any strides.
 void fill(Tensor& out, double value) {
@@ -152,13 +171,11 @@ void reduce_sum_to(const Tensor& src, Tensor& dst, double alpha, bool accumulate
     bool simple = true;  // no reduced dim between the first and last kept one
     for (int64_t i = first_kept; first_kept >= 0 && i <= last_kept; ++i)
       if (dst.size(i) != src.size(i)) simple = false;
-    if (first_kept < 0) {  // full reduction: fixed 64K chunks, partials summed in order
+    if (first_kept < 0) {  // full reduction: fixed 64K chunks (16 lanes each), partials summed in order
       const int64_t n = src.numel(), grain = 65536, chunks = (n + grain - 1) / grain;
       std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 1)), 0.0);
       parallel_for(n, grain, [&](int64_t b, int64_t e) {
-        double acc = 0;
-        for (int64_t i = b; i < e; ++i) acc += s[i];
-        part[static_cast<size_t>(b / grain)] = acc;
+        part[static_cast<size_t>(b / grain)] = lane_sum(e - b, [&](int64_t i) { return s[b + i]; });
       });
       double total = 0;
       for (double p : part) total += p;

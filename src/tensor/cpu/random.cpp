@@ -5,6 +5,36 @@
 
 namespace saobp::cpu {
 
+namespace {
+// Philox blocks first .. first + kBlocks - 1 of (seed, stream), word k of block j in w[k][j]:
+// philox::block for each, written across blocks (structure of arrays) so that the rounds
+// vectorize (32x32 -> 64-bit products). Same values as philox::block.
+constexpr uint64_t kBlocks = 16;
+void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&w)[4][kBlocks]) {
+  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
+  constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  uint32_t c0[kBlocks], c1[kBlocks], c2[kBlocks], c3[kBlocks];
+  for (uint64_t j = 0; j < kBlocks; ++j) {
+    c0[j] = static_cast<uint32_t>(first + j);
+    c1[j] = static_cast<uint32_t>((first + j) >> 32);
+    c2[j] = static_cast<uint32_t>(stream);
+    c3[j] = static_cast<uint32_t>(stream >> 32);
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    for (uint64_t j = 0; j < kBlocks; ++j) {
+      const uint64_t p0 = static_cast<uint64_t>(M0) * c0[j], p1 = static_cast<uint64_t>(M1) * c2[j];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0, n1 = static_cast<uint32_t>(p1);
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1, n3 = static_cast<uint32_t>(p0);
+      c0[j] = n0, c1[j] = n1, c2[j] = n2, c3[j] = n3;
+    }
+    k0 += W0;
+    k1 += W1;
+  }
+  for (uint64_t j = 0; j < kBlocks; ++j) w[0][j] = c0[j], w[1][j] = c1[j], w[2][j] = c2[j], w[3][j] = c3[j];
+}
+}  // namespace
+
 // out: contiguous. Value i is U[a, b) from word offset+i, or N(a, b^2) from normal offset+i.
 void fill_random(Tensor& out, RandomKind kind, double a, double b, const RngKey& key) {
   if (!out.is_contiguous()) fail("fill_random", "output {} must be contiguous", out.str());
@@ -38,12 +68,24 @@ void dropout_forward(const Tensor& x, double p, const RngKey& key, Tensor& y, Te
     uint8_t* mp = mask.data<uint8_t>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     const float pf = static_cast<float>(p);
-    parallel_for(x.numel(), 16384, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
-        const uint64_t idx = key.offset + static_cast<uint64_t>(i);
-        const bool keep = philox::to_unit_float(philox::word(key.seed, key.stream, idx)) >= pf;
-        mp[i] = keep;
-        yp[i] = keep ? xp[i] * scale : T(0);
+    // Chunks of whole Philox blocks in index space: one block (4 words) serves 4 elements, and
+    // the blocks are generated kBlocks at a time (philox_blocks, vectorized).
+    const uint64_t first = key.offset, n = static_cast<uint64_t>(x.numel());
+    const uint64_t b0 = first >> 2, b1 = (first + n + 3) >> 2;
+    const int64_t groups = static_cast<int64_t>((b1 - b0 + kBlocks - 1) / kBlocks);
+    parallel_for(groups, 256, [&](int64_t s, int64_t e) {
+      uint32_t w[4][kBlocks];
+      for (int64_t grp = s; grp < e; ++grp) {
+        const uint64_t blk0 = b0 + static_cast<uint64_t>(grp) * kBlocks;
+        philox_blocks(key.seed, key.stream, blk0, w);
+        for (uint64_t j = 0; j < kBlocks * 4; ++j) {
+          const uint64_t idx = blk0 * 4 + j;
+          if (idx < first || idx >= first + n) continue;
+          const uint64_t i = idx - first;
+          const bool keep = philox::to_unit_float(w[j & 3][j >> 2]) >= pf;
+          mp[i] = keep;
+          yp[i] = keep ? xp[i] * scale : T(0);
+        }
       }
     });
   });
@@ -59,8 +101,7 @@ void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx
     T* out = gx.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     parallel_for(gy.numel(), 32768, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i)
-        if (m[i]) out[i] += g[i] * scale;
+      for (int64_t i = s; i < e; ++i) out[i] = m[i] ? out[i] + g[i] * scale : out[i];
     });
   });
 }

@@ -13,8 +13,10 @@
 namespace saobp::cpu {
 
 // allowed: callable int64_t -> bool; `masked` false promises every entry is allowed (faster).
+// x and y must not overlap (__restrict: without it the exp loop is not vectorized).
 template <class T, class Allowed>
-inline void softmax_row(const T* x, T* y, int64_t C, bool masked, Allowed allowed, bool log = false) {
+inline void softmax_row(const T* __restrict x, T* __restrict y, int64_t C, bool masked, Allowed allowed,
+                        bool log = false) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const T mx = masked ? lane_max(C, [&](int64_t c) { return allowed(c) ? x[c] : ninf; })
                       : lane_max(C, [&](int64_t c) { return x[c]; });
@@ -38,7 +40,7 @@ inline void softmax_row(const T* x, T* y, int64_t C, bool masked, Allowed allowe
 
 // gx += y (gy - <gy, y>) for y = softmax_row(...).
 template <class T>
-inline void softmax_row_backward(const T* y, const T* gy, T* gx, int64_t C) {
+inline void softmax_row_backward(const T* __restrict y, const T* __restrict gy, T* __restrict gx, int64_t C) {
   const T d = static_cast<T>(lane_sum(C, [&](int64_t c) { return gy[c] * y[c]; }));
   for (int64_t c = 0; c < C; ++c) gx[c] += y[c] * (gy[c] - d);
 }

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""The PyTorch twin of `saobp bench`: the same model, batch shape and training step, timed the
+same way, so that tools/compare.sh can print saobp's speed as a ratio of PyTorch's.
+
+    python3 tools/bench_pytorch.py CONFIG [section.key=value ...] [--gather] [--warmup N]
+                                   [--steps N] [--json FILE] [--saobp build/saobp]
+
+The run config is resolved by saobp itself (`saobp bench CONFIG ... --print-config` prints the
+resolved TOML: presets, family defaults and overrides applied), so both sides see the same
+sizes. The models are written here in plain torch.nn (transformers is not needed), laid out
+as Hugging Face's:
+
+- bert: BertForMaskedLM. Word + position + token-type embeddings, LayerNorm, dropout; post-LN
+  blocks (q, k, v, softmax(q k^T / sqrt(HS) + additive key mask) v, output dense, dropout,
+  residual, LayerNorm; intermediate dense, exact-erf GELU, output dense, dropout, residual,
+  LayerNorm), LayerNorm eps 1e-12; MLM head dense + GELU + LayerNorm + decoder tied to the
+  word embeddings + bias. Attention-probability dropout 0, as saobp's config.json says.
+  Loss: HF semantics by default (logits for all B*T positions, cross-entropy with
+  ignore_index=-100); --gather computes the head only at the masked positions (saobp's way).
+- gpt2: GPT2LMHeadModel. Token + position embeddings, dropout; pre-LN blocks (ln_1, c_attn
+  Conv1D, causal softmax attention, c_proj, dropout, residual; ln_2, c_fc, tanh GELU, c_proj,
+  dropout, residual), ln_f, LM head tied to wte; eps 1e-5; loss over next-token targets.
+
+The step is the trainer's: forward, loss, backward, clip_grad_norm_(grad_clip), AdamW (decay
+on tensors of dim >= 2 only, betas/eps/weight decay from the config, the trainer's
+warmup-cosine lr), zero_grad. Batches: the synthetic source's shape (CLS, 2*((T-2)/2) tokens,
+SEP; each of those positions masked with probability data.mlm_probability). Threads:
+train.threads, or the number of usable cores when 0 (OpenMP's default, which saobp uses).
+
+PyTorch only uses the attention variant `original`: it is the baseline saobp's variants are
+compared against.
+"""
+import argparse
+import json
+import math
+import re
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CLS, SEP, MASK, FIRST_REGULAR = 2, 3, 4, 5
+
+
+# ----------------------------------------------------------------------------------- BERT
+class BertSelfAttention(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.NH, self.HS = NH, C // NH
+        self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+
+    def forward(self, x, ext_mask):
+        B, T, C = x.shape
+        q = self.query(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        k = self.key(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        v = self.value(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS) + ext_mask
+        a = torch.softmax(s, dim=-1)  # attention_probs_dropout_prob = 0
+        return torch.matmul(a, v).transpose(1, 2).reshape(B, T, C)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, C, NH, p):
+        super().__init__()
+        self.self = BertSelfAttention(C, NH)
+        self.output = nn.Module()
+        self.output.dense, self.output.LayerNorm = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x, ext_mask):
+        return self.output.LayerNorm(x + self.drop(self.output.dense(self.self(x, ext_mask))))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, C, NH, I, p):
+        super().__init__()
+        self.attention = BertAttention(C, NH, p)
+        self.intermediate = nn.Module()
+        self.intermediate.dense = nn.Linear(C, I)
+        self.output = nn.Module()
+        self.output.dense, self.output.LayerNorm = nn.Linear(I, C), nn.LayerNorm(C, eps=1e-12)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x, ext_mask):
+        x = self.attention(x, ext_mask)
+        h = self.output.dense(F.gelu(self.intermediate.dense(x)))  # exact erf GELU
+        return self.output.LayerNorm(x + self.drop(h))
+
+
+class BertForMaskedLM(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        C, V, p = m["hidden"], m["vocab_size"], m["dropout"]
+        self.word_embeddings = nn.Embedding(V, C)
+        self.position_embeddings = nn.Embedding(m["max_positions"], C)
+        self.token_type_embeddings = nn.Embedding(2, C)
+        self.emb_ln, self.emb_drop = nn.LayerNorm(C, eps=1e-12), nn.Dropout(p)
+        self.layer = nn.ModuleList(BertLayer(C, m["heads"], m["intermediate"], p) for _ in range(m["layers"]))
+        self.transform_dense, self.transform_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
+        self.decoder_bias = nn.Parameter(torch.zeros(V))
+        init_weights(self)
+
+    def encode(self, ids, key_mask):
+        B, T = ids.shape
+        pos = torch.arange(T).unsqueeze(0)
+        x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(torch.zeros_like(ids))
+        x = self.emb_drop(self.emb_ln(x))
+        ext = (1.0 - key_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min  # HF's extended mask
+        for layer in self.layer:
+            x = layer(x, ext)
+        return x
+
+    def head(self, h):  # cls.predictions: transform, then the decoder tied to the word embeddings
+        h = self.transform_ln(F.gelu(self.transform_dense(h)))
+        return F.linear(h, self.word_embeddings.weight, self.decoder_bias)
+
+    def loss(self, ids, key_mask, labels, gather):
+        h = self.encode(ids, key_mask)
+        if gather:  # only the masked rows go through the head (saobp's mlm_loss)
+            flat = labels.view(-1)
+            rows = (flat != -100).nonzero().squeeze(1)
+            return F.cross_entropy(self.head(h.view(-1, h.size(-1))[rows]), flat[rows])
+        logits = self.head(h)  # HF: logits for every position, ignore_index -100
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100)
+
+
+# ---------------------------------------------------------------------------------- GPT-2
+class Conv1D(nn.Module):  # HF's Conv1D: x @ W + b with W [in, out]
+    def __init__(self, nin, nout):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.empty(nin, nout)), nn.Parameter(torch.zeros(nout))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, C, NH, I, p):
+        super().__init__()
+        self.NH, self.HS = NH, C // NH
+        self.ln_1, self.ln_2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
+        self.c_attn, self.attn_proj = Conv1D(C, 3 * C), Conv1D(C, C)
+        self.c_fc, self.mlp_proj = Conv1D(C, I), Conv1D(I, C)
+        self.resid_drop, self.mlp_drop = nn.Dropout(p), nn.Dropout(p)
+
+    def forward(self, x, ext_mask, causal):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.NH, self.HS).transpose(1, 2) for t in (q, k, v))
+        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
+        s = torch.where(causal, s, torch.tensor(torch.finfo(s.dtype).min)) + ext_mask
+        a = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.resid_drop(self.attn_proj(a))
+        h = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp_drop(h)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        C, V, p = m["hidden"], m["vocab_size"], m["dropout"]
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(m["max_positions"], C)
+        self.drop = nn.Dropout(p)
+        self.h = nn.ModuleList(GPT2Block(C, m["heads"], m["intermediate"], p) for _ in range(m["layers"]))
+        self.ln_f = nn.LayerNorm(C, eps=1e-5)
+        init_weights(self)
+
+    def loss(self, ids, key_mask, targets, gather):
+        B, T = ids.shape
+        x = self.drop(self.wte(ids) + self.wpe(torch.arange(T).unsqueeze(0)))
+        causal = torch.ones(T, T, dtype=torch.bool).tril().view(1, 1, T, T)
+        ext = (1.0 - key_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for block in self.h:
+            x = block(x, ext, causal)
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head, no bias
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-100)
+
+
+def init_weights(model):
+    for name, p in model.named_parameters():
+        if p.dim() >= 2:
+            nn.init.normal_(p, 0.0, 0.02)
+        elif "ln" in name.lower() or "layernorm" in name.lower():
+            nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
+        else:
+            nn.init.zeros_(p)
+
+
+# ---------------------------------------------------------------------------------- batches
+def mlm_batch(B, T, V, prob, g):
+    half = (T - 2) // 2
+    ids = torch.zeros(B, T, dtype=torch.long)
+    toks = torch.randint(FIRST_REGULAR, V, (B, half), generator=g)
+    ids[:, 0], ids[:, 1:1 + half], ids[:, 1 + half:1 + 2 * half], ids[:, 1 + 2 * half] = CLS, toks, toks, SEP
+    labels = torch.full((B, T), -100, dtype=torch.long)
+    pick = torch.zeros(B, T, dtype=torch.bool)
+    pick[:, 1:1 + 2 * half] = torch.rand(B, 2 * half, generator=g) < prob
+    labels[pick] = ids[pick]
+    ids[pick] = MASK  # (saobp keeps 10% / randomizes 10%; irrelevant to the cost)
+    return ids, labels, torch.ones(B, T, dtype=torch.uint8)
+
+
+def clm_batch(B, T, V, g):
+    half = T // 2
+    s = torch.randint(FIRST_REGULAR, V, (B, half), generator=g)
+    ids = torch.cat([s, s, s], dim=1)[:, :T].contiguous()
+    targets = torch.full((B, T), -100, dtype=torch.long)
+    targets[:, :-1] = ids[:, 1:]
+    return ids, targets, torch.ones(B, T, dtype=torch.uint8)
+
+
+def lr_at(t, step):  # the trainer's warmup + cosine schedule (src/train/schedule.h)
+    lr, min_lr, warm, total = t["lr"], t["min_lr"], t["warmup_steps"], t["max_steps"]
+    if step < warm:
+        return lr * step / warm
+    if step > total:
+        return min_lr
+    f = 0.5 * (1 + math.cos(math.pi * (step - warm) / (total - warm)))
+    return lr * (f * (1 - min_lr / lr) + min_lr / lr)
+
+
+# ------------------------------------------------------------------------------------- BLAS
+def blas_report():
+    """What torch says it was built with, and the BLAS library actually mapped into the process
+    after a matmul (Debian's torch links libblas.so.3 / liblapack.so.3, which the alternatives
+    system points at the reference BLAS, OpenBLAS, BLIS or MKL)."""
+    torch.matmul(torch.ones(64, 64), torch.ones(64, 64))
+    cfg = torch.__config__.show()
+    built = [f for f in re.split(r"[\s,]+", cfg) if f.startswith(("BLAS_INFO=", "LAPACK_INFO="))]
+    mapped = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            base = os.path.basename(path).lower()
+            if any(k in base for k in ("blas", "mkl", "blis", "lapack")):
+                mapped.add(os.path.realpath(path))
+    return built, sorted(mapped)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("overrides", nargs="*")
+    ap.add_argument("--gather", action="store_true", help="MLM head only at the masked positions (saobp's way)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--saobp", default=os.environ.get("SAOBP", "build/saobp"), help="the saobp binary")
+    ap.add_argument("--allow-any-blas", action="store_true", help="do not stop when OpenBLAS is not the BLAS in use")
+    a = ap.parse_args()
+    if a.steps < 20:
+        ap.error("--steps must be at least 20")
+    toml = subprocess.run([a.saobp, "bench", a.config, *a.overrides, "--print-config"], check=True,
+                          capture_output=True, text=True).stdout
+    cfg = tomllib.loads(toml)
+    m, t, d = cfg["model"], cfg["train"], cfg["data"]
+    threads = t["threads"] or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    torch.manual_seed(t["seed"])
+
+    built, mapped = blas_report()
+    print(f"bench_pytorch: torch {torch.__version__}, built with {' '.join(built) or '(no BLAS_INFO)'}")
+    print(f"  BLAS mapped in this process: {', '.join(mapped) or '(none found)'}")
+    if not any("openblas" in p for p in mapped):
+        msg = "OpenBLAS is not the BLAS torch uses here; see tools/compare.sh (update-alternatives libblas.so.3)"
+        if not a.allow_any_blas:
+            sys.exit("bench_pytorch: " + msg)
+        print("  WARNING: " + msg)
+
+    family, B, T, accum = m["family"], t["batch_size"], t["seq_len"], t["grad_accum"]
+    model = BertForMaskedLM(m) if family == "bert" else GPT2LMHeadModel(m)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    mode = ("gather (head at masked positions)" if a.gather else "HF (head at all positions)") if family == "bert" else ""
+    print(f"  {family} {m['preset']} ({n_params} parameters), attention original (PyTorch baseline), B={B} T={T} "
+          f"grad_accum={accum} ({B * T * accum} tokens/step), {threads} threads, f32 {mode}")
+    if m["attention"] != "original":
+        print(f"  note: the config asks for attention {m['attention']}; PyTorch runs the standard attention")
+
+    g = torch.Generator().manual_seed(t["seed"])
+    times, loss = [], 0.0
+    for step in range(a.warmup + a.steps):
+        batches = [mlm_batch(B, T, m["vocab_size"], d["mlm_probability"], g) if family == "bert"
+                   else clm_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
+        for group in opt.param_groups:
+            group["lr"] = lr_at(t, step)
+        t0 = time.perf_counter()
+        loss_sum = 0.0
+        for ids, labels, key_mask in batches:
+            l = model.loss(ids, key_mask, labels, a.gather)
+            loss_sum += l.item()
+            (l / accum).backward()
+        if t["grad_clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=False)  # saobp zeroes its gradient buffers in place
+        dt = time.perf_counter() - t0
+        loss = loss_sum / accum
+        if step >= a.warmup:
+            times.append(dt)
+    tokens = B * T * accum
+    med = statistics.median(times)
+    print(f"steps: {a.warmup} warm-up, {len(times)} timed; last loss {loss:.4f}")
+    print(f"ms/step: median {1e3 * med:.1f} (min {1e3 * min(times):.1f}, max {1e3 * max(times):.1f})")
+    print(f"tokens/s: {tokens / med:.0f} (median step)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"tool": "pytorch", "torch": torch.__version__, "blas": mapped, "family": family,
+                       "gather": a.gather, "batch_size": B, "seq_len": T, "grad_accum": accum,
+                       "tokens_per_step": tokens, "threads": threads, "warmup": a.warmup, "steps": len(times),
+                       "ms_per_step_median": 1e3 * med, "ms_per_step_min": 1e3 * min(times),
+                       "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# saobp vs PyTorch on one run config, in one go:
+#   tools/compare.sh CONFIG [section.key=value ...]
+# runs `saobp bench` and tools/bench_pytorch.py (HF MLM head on every position, and --gather:
+# head only at the masked positions, as saobp computes it) on the same resolved config and
+# prints saobp's tokens/s as a ratio of each PyTorch figure. Environment: SAOBP (the binary,
+# default build/saobp), BENCH_ARGS (extra arguments for both, e.g. "--steps 30 --warmup 3").
+#
+# PyTorch comes from Debian (python3-torch 1.13, run by /usr/bin/python3, not a pyenv python).
+# Debian's torch is built against the generic libblas.so.3 (BLAS_INFO=generic), which the
+# alternatives system points at the reference BLAS (libblas3) unless an optimized BLAS is
+# installed; timing torch on the reference BLAS would be meaningless. This script therefore
+# installs libopenblas0-pthread, which registers its libblas.so.3 at a higher priority than
+# the reference one, and if the alternative is in manual mode pointing elsewhere it says so and
+# stops (switch it with: update-alternatives --set libblas.so.3-x86_64-linux-gnu
+# /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3). bench_pytorch.py checks again which
+# BLAS library is actually mapped into its process and refuses to time anything else.
+# OpenBLAS's own thread pool is sized to train.threads (OPENBLAS_NUM_THREADS) so torch's OpenMP
+# threads and OpenBLAS's do not oversubscribe the cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if (($# < 1)); then
+  echo "usage: tools/compare.sh CONFIG [section.key=value ...]" >&2
+  exit 2
+fi
+SAOBP=${SAOBP:-build/saobp}
+PY=/usr/bin/python3
+read -r -a EXTRA <<<"${BENCH_ARGS:-}"
+
+need=()
+dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" || need+=(python3-torch)
+dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" ||
+  need+=(libopenblas0-pthread)
+if ((${#need[@]})); then
+  echo "compare: installing ${need[*]} (Debian)"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+echo "compare: libblas.so.3 -> $blas"
+case "$blas" in
+  *openblas*) ;;
+  *)
+    echo "compare: libblas.so.3 is not OpenBLAS; run" >&2
+    echo "  update-alternatives --set libblas.so.3-x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3" >&2
+    exit 1
+    ;;
+esac
+if [[ ! -x $SAOBP ]]; then
+  echo "compare: $SAOBP not found; build it first (cmake -S . -B build && ninja -C build saobp)" >&2
+  exit 1
+fi
+
+threads=$("$SAOBP" bench "$@" --print-config | awk -F' = ' '/^threads/ {print $2}')
+if [[ -z $threads || $threads == 0 ]]; then threads=$(nproc); fi
+export OPENBLAS_NUM_THREADS=$threads
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "== load before: $(uptime)"
+echo "== saobp"
+"$SAOBP" bench "$@" "${EXTRA[@]}" --json "$tmp/saobp.json"
+echo "== PyTorch, HF MLM head (all positions)"
+$PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --json "$tmp/torch.json"
+family=$("$SAOBP" bench "$@" --print-config | awk -F' = ' '/^family/ {gsub(/"/, "", $2); print $2}')
+if [[ $family == bert ]]; then
+  echo "== PyTorch, --gather (head at the masked positions only)"
+  $PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --gather --json "$tmp/torch_gather.json"
+fi
+echo "== load after: $(uptime)"
+$PY - "$tmp" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+s = json.load(open(os.path.join(d, "saobp.json")))
+print(f"saobp {s['attention']}: {s['tokens_per_s']:.0f} tokens/s, {s['ms_per_step_median']:.1f} ms/step")
+for name, label in (("torch.json", "PyTorch (HF head, all positions)"), ("torch_gather.json", "PyTorch (--gather)")):
+    p = os.path.join(d, name)
+    if os.path.exists(p):
+        t = json.load(open(p))
+        print(f"{label}: {t['tokens_per_s']:.0f} tokens/s, {t['ms_per_step_median']:.1f} ms/step; "
+              f"saobp/pytorch = {s['tokens_per_s'] / t['tokens_per_s']:.2f}x")
+EOF
