@@ -1,0 +1,269 @@
+// The long-range classification tasks (data/tasks.h) as a training objective: the model of
+// model.family with a sequence-classification head laid out as Hugging Face's
+//   bert: BertForSequenceClassification: the [CLS] state -> bert.pooler.dense + tanh ->
+//         dropout -> classifier (weight, bias);
+//   gpt2: GPT2ForSequenceClassification: the state of the last real (non-pad) token -> score
+//         (weight, no bias).
+// The BERT encoder is built without its MLM head, so every tensor gets a gradient and the
+// checkpoint holds exactly the HF model's tensors.
+//
+// Training example n (batch n·B + b) has a length drawn uniformly in [task min_length,
+// train.seq_len]; a batch is padded to its longest. evaluate() uses the test split at
+// train.seq_len; final_evaluation() the test split at every data.eval_lengths length.
+#include <filesystem>
+#include <memory>
+
+#include "autograd/ops.h"
+#include "core/fs.h"
+#include "data/tasks.h"
+#include "model/bert.h"
+#include "model/gpt2.h"
+#include "train/task.h"
+
+namespace saobp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// tanh(x) = 2 σ(2x) - 1 with σ(z) = exp(-softplus(-z)): stable at both ends (exp never sees a
+// positive argument), composed from differentiable ops.
+Var tanh_composite(const Var& x) {
+  return add_scalar(scale(exp(scale(softplus(scale(x, -2.0)), -1.0)), 2.0), -1.0);
+}
+
+class ClsTask : public Task {
+ public:
+  explicit ClsTask(const RunConfig& cfg) : cfg_(cfg), spec_(tasks::task_spec(cfg.data.task)) {
+    const ModelSection& m = cfg.model;
+    if (m.vocab_size < tasks::kVocabSize)
+      fail("train", "data.task '{}': model.vocab_size {} is below the task vocabulary of {} symbols", spec_.name,
+           m.vocab_size, tasks::kVocabSize);
+    if (cfg.train.seq_len < spec_.min_length || cfg.train.seq_len > tasks::kMaxLength)
+      fail("train", "data.task '{}': train.seq_len {} is outside [{}, {}]", spec_.name, cfg.train.seq_len,
+           spec_.min_length, tasks::kMaxLength);
+    const int64_t C = m.hidden, K = spec_.num_classes;
+    if (m.family == "bert") {
+      EncoderConfig e = encoder_config(cfg);
+      e.mlm_head = false;
+      bert_ = std::make_unique<BertForMaskedLM>(e, cfg.train.seed);
+      ParamStore& P = bert_->params();
+      pool_w_ = P.add("bert.pooler.dense.weight", {C, C}, Init::normal, e.init_std);
+      pool_b_ = P.add("bert.pooler.dense.bias", {C}, Init::zeros);
+      cls_w_ = P.add("classifier.weight", {K, C}, Init::normal, e.init_std);
+      cls_b_ = P.add("classifier.bias", {K}, Init::zeros);
+    } else if (m.family == "gpt2") {
+      const DecoderConfig d = decoder_config(cfg);
+      gpt_ = std::make_unique<GPT2LMHeadModel>(d, cfg.train.seed);
+      score_w_ = gpt_->params().add("score.weight", {K, C}, Init::normal, d.init_std);
+    } else {
+      fail("train", "model.family '{}' is not bert or gpt2", m.family);
+    }
+  }
+
+  ParamStore& params() override { return bert_ ? bert_->params() : gpt_->params(); }
+
+  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
+    const tasks::Batch batch = train_batch(index);
+    if (mask) *mask = batch.key_mask;
+    return cross_entropy(logits(batch, true, step, maps), labels(batch));
+  }
+
+  EvalResult evaluate() override { return evaluate_at(cfg_.train.seq_len); }
+
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    NoGradGuard ng;
+    const tasks::Batch b = test_batch(cfg_.train.seq_len, 0);
+    mask = b.key_mask;
+    logits(b, false, 0, &maps);
+  }
+
+  // saobp analyze / inspect: the train split is the training stream (lengths vary), the valid
+  // split the test examples at train.seq_len.
+  void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    NoGradGuard ng;
+    const tasks::Batch b = split_batch(split, index);
+    mask = b.key_mask;
+    logits(b, false, 0, &maps);
+  }
+  void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
+               Tensor& out) override {
+    NoGradGuard ng;
+    tasks::Batch b;  // one sequence, every token real
+    b.ids = ids, b.key_mask = Tensor::full(ids.shape(), 1, DType::u8), b.lengths = {ids.size(1)};
+    if (bert_) bert_->capture_hidden(&hidden);
+    else gpt_->capture_hidden(&hidden);
+    out = logits(b, false, 0, &maps).data();  // (1, num_classes)
+    if (bert_) bert_->capture_hidden(nullptr);
+    else gpt_->capture_hidden(nullptr);
+  }
+  int64_t batch_size() const override { return cfg_.train.batch_size; }
+  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
+    const tasks::Batch b = split_batch(split, index);
+    ids = b.ids, mask = b.key_mask;
+  }
+
+  nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
+    const ModelSection& m = cfg_.model;
+    nlohmann::json rows = nlohmann::json::array();
+    std::string csv = "length,accuracy,loss,examples\n";
+    std::string table = fmt::format("{}: accuracy per sequence length ({}, {} attention, positions {}, trained on "
+                                    "lengths {}..{}; chance {:.4f})\n  length  accuracy      loss  examples\n",
+                                    spec_.name, m.family, variant_name(m.attention), m.positions, spec_.min_length,
+                                    cfg_.train.seq_len, 1.0 / static_cast<double>(spec_.num_classes));
+    for (const int64_t L : cfg_.data.eval_lengths) {
+      std::string skip;
+      if (L < spec_.min_length) skip = fmt::format("below the task's minimum length {}", spec_.min_length);
+      else if (L > tasks::kMaxLength) skip = fmt::format("above the tasks' maximum length {}", tasks::kMaxLength);
+      else if (L > m.max_positions) skip = fmt::format("above model.max_positions {}", m.max_positions);
+      if (!skip.empty()) {
+        rows.push_back({{"length", L}, {"skipped", skip}});
+        table += fmt::format("  {:6d}  skipped: {}\n", L, skip);
+        continue;
+      }
+      const EvalResult r = evaluate_at(L);
+      rows.push_back({{"length", L}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"examples", r.predictions}});
+      csv += fmt::format("{},{:.6f},{:.6f},{}\n", L, r.accuracy, r.loss, r.predictions);
+      table += fmt::format("  {:6d}  {:8.4f}  {:8.4f}  {:8d}\n", L, r.accuracy, r.loss, r.predictions);
+    }
+    const nlohmann::json out = {{"task", spec_.name},
+                                {"family", m.family},
+                                {"attention", variant_name(m.attention)},
+                                {"positions", m.positions},
+                                {"train_min_length", spec_.min_length},
+                                {"train_max_length", cfg_.train.seq_len},
+                                {"num_classes", spec_.num_classes},
+                                {"results", rows}};
+    if (!out_dir.empty()) {
+      fs::create_directories(out_dir);
+      write_file_atomic((fs::path(out_dir) / "task_eval.csv").string(), csv);
+      write_file_atomic((fs::path(out_dir) / "task_eval.json").string(), out.dump(2) + "\n");
+    }
+    if (print) fmt::print("{}", table);
+    return out;
+  }
+
+  nlohmann::json hf_config() const override {
+    const ModelSection& m = cfg_.model;
+    nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+    for (int32_t k = 0; k < spec_.num_classes; ++k) {
+      const std::string name = tasks::label_name(spec_, k);
+      id2label[std::to_string(k)] = name;
+      label2id[name] = k;
+    }
+    nlohmann::json j;
+    if (bert_) {
+      j = {{"architectures", {"BertForSequenceClassification"}},
+           {"model_type", "bert"},
+           {"vocab_size", m.vocab_size},
+           {"hidden_size", m.hidden},
+           {"num_hidden_layers", m.layers},
+           {"num_attention_heads", m.heads},
+           {"intermediate_size", m.intermediate},
+           {"hidden_act", "gelu"},
+           {"hidden_dropout_prob", m.dropout},
+           {"attention_probs_dropout_prob", 0.0},
+           {"classifier_dropout", nullptr},
+           {"max_position_embeddings", m.max_positions},
+           {"type_vocab_size", 2},
+           {"initializer_range", 0.02},
+           {"layer_norm_eps", 1e-12},
+           {"pad_token_id", tasks::kPad},
+           {"position_embedding_type", "absolute"},
+           {"torch_dtype", "float32"}};
+    } else {
+      j = {{"architectures", {"GPT2ForSequenceClassification"}},
+           {"model_type", "gpt2"},
+           {"vocab_size", m.vocab_size},
+           {"n_positions", m.max_positions},
+           {"n_embd", m.hidden},
+           {"n_layer", m.layers},
+           {"n_head", m.heads},
+           {"n_inner", m.intermediate},
+           {"activation_function", "gelu_new"},
+           {"resid_pdrop", m.dropout},
+           {"embd_pdrop", m.dropout},
+           {"attn_pdrop", 0.0},
+           {"summary_first_dropout", 0.0},
+           {"layer_norm_epsilon", 1e-5},
+           {"initializer_range", 0.02},
+           // HF picks the last token that is not pad_token_id: the last real token, as here.
+           {"pad_token_id", tasks::kPad},
+           {"bos_token_id", tasks::kCls},
+           {"eos_token_id", tasks::kCls},
+           {"torch_dtype", "float32"}};
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+    j["problem_type"] = "single_label_classification";
+    j["saobp_task"] = spec_.name;
+    j.update(saobp_config_fields(m));
+    return j;
+  }
+
+ private:
+  RunConfig cfg_;
+  tasks::TaskSpec spec_;
+  std::unique_ptr<BertForMaskedLM> bert_;
+  std::unique_ptr<GPT2LMHeadModel> gpt_;
+  Var pool_w_, pool_b_, cls_w_, cls_b_, score_w_;
+
+  static Tensor labels(const tasks::Batch& b) {
+    return Tensor::from_vector(b.labels, {static_cast<int64_t>(b.labels.size())});
+  }
+
+  tasks::Batch train_batch(int64_t index) const {
+    const int64_t B = cfg_.train.batch_size;
+    const uint64_t first = static_cast<uint64_t>(index * B);
+    std::vector<int64_t> lengths;
+    for (int64_t b = 0; b < B; ++b)
+      lengths.push_back(tasks::train_length(spec_, cfg_.train.seed, first + static_cast<uint64_t>(b), cfg_.train.seq_len));
+    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::train, lengths, first);
+  }
+  tasks::Batch split_batch(Split split, int64_t index) const {
+    return split == Split::train ? train_batch(index) : test_batch(cfg_.train.seq_len, index);
+  }
+
+  // Batch `i` of the test split at length L (examples i·B .. i·B + B - 1 of that length).
+  tasks::Batch test_batch(int64_t L, int64_t i) const {
+    const int64_t B = cfg_.train.batch_size;
+    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::test, std::vector<int64_t>(static_cast<size_t>(B), L),
+                             static_cast<uint64_t>(i * B));
+  }
+
+  // Logits (B, K): the head on the [CLS] state (bert) or the last real token's state (gpt2).
+  Var logits(const tasks::Batch& b, bool training, uint64_t step, std::vector<AttentionMaps>* maps) {
+    const int64_t B = b.ids.size(0), T = b.ids.size(1);
+    std::vector<int32_t> rows(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i)
+      rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T + (bert_ ? 0 : b.lengths[static_cast<size_t>(i)] - 1));
+    const Tensor row_ids = Tensor::from_vector(rows, {B});
+    if (bert_) {
+      const Var h = bert_->encode(b.ids, Tensor(), b.key_mask, training, step, maps);  // (B,T,C)
+      const Var cls = embedding(reshape(h, {-1, h.size(-1)}), row_ids);              // (B,C)
+      Var pooled = tanh_composite(linear(cls, pool_w_, pool_b_));
+      const RngKey key{cfg_.train.seed, name_stream("classifier.dropout"), step << 32};
+      pooled = dropout(pooled, cfg_.model.dropout, key, training);
+      return linear(pooled, cls_w_, cls_b_);
+    }
+    const Var h = gpt_->hidden(b.ids, b.key_mask, training, step, maps);  // (B,T,C)
+    return linear(embedding(reshape(h, {-1, h.size(-1)}), row_ids), score_w_);
+  }
+
+  EvalResult evaluate_at(int64_t L) {
+    NoGradGuard ng;
+    double loss_sum = 0;
+    int64_t correct = 0, n = 0;
+    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+      const tasks::Batch b = test_batch(L, i);
+      score_logits(logits(b, false, 0, nullptr), b.labels, loss_sum, correct, n);
+    }
+    return finish_eval(loss_sum, correct, n);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_cls_task(const RunConfig& cfg) { return std::make_unique<ClsTask>(cfg); }
+
+}  // namespace saobp

@@ -1,0 +1,244 @@
+// The long-range tasks: generators against the brute-force solver, determinism, splits,
+// padding, the classification task's wiring, and a short run that learns copy_first.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
+
+#include "core/fs.h"
+#include "data/tasks.h"
+#include "support.h"
+#include "train/task.h"
+#include "train/trainer.h"
+
+using namespace saobp;
+namespace fs = std::filesystem;
+namespace tk = saobp::tasks;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("saobp-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+RunConfig tiny_task(const std::string& task, const std::string& run_dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"data.kind=task",        "data.task=" + task,    "model.preset=custom",
+                                "model.vocab_size=33",   "model.hidden=32",      "model.layers=2",
+                                "model.heads=2",         "model.intermediate=64", "model.max_positions=32",
+                                "model.dropout=0.0",     "train.seq_len=16",     "train.batch_size=16",
+                                "train.max_steps=4",     "train.warmup_steps=2", "train.lr=3e-3",
+                                "train.eval_every=0",    "train.log_every=0",    "train.save_every=0",
+                                "train.eval_batches=4",  "data.eval_lengths=[8, 16, 32, 64]",
+                                "train.run_dir=" + run_dir};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_config("", o);
+}
+
+}  // namespace
+
+TEST_CASE("tasks: every generator agrees with the brute-force solver", "[tasks]") {
+  for (const std::string& name : tk::task_names()) {
+    const tk::TaskSpec t = tk::task_spec(name);
+    std::set<int32_t> labels;
+    for (int64_t L : {t.min_length, t.min_length + 1, t.min_length + 2, int64_t{16}, int64_t{17}, int64_t{31},
+                      int64_t{64}, int64_t{100}, int64_t{512}, tk::kMaxLength}) {
+      for (uint64_t i = 0; i < 40; ++i) {
+        for (tk::Split split : {tk::Split::train, tk::Split::test}) {
+          const tk::Example e = tk::generate(t, 7, split, L, i);
+          INFO(name << " L=" << L << " i=" << i << ": " << tk::render(e.tokens));
+          REQUIRE(static_cast<int64_t>(e.tokens.size()) == L);
+          REQUIRE(e.tokens[0] == tk::kCls);
+          for (int32_t tok : e.tokens) REQUIRE((tok > tk::kPad && tok < tk::kVocabSize));
+          REQUIRE(e.label >= 0);
+          REQUIRE(e.label < t.num_classes);
+          REQUIRE(tk::solve(t, e.tokens) == e.label);
+          labels.insert(e.label);
+        }
+      }
+    }
+    INFO(name);
+    CHECK(labels.size() > 3);  // never a constant answer
+  }
+}
+
+TEST_CASE("tasks: the formats, one example each", "[tasks]") {
+  auto show = [](const std::string& name, int64_t L, uint64_t i = 0) {
+    return tk::render(tk::generate(tk::task_spec(name), 1, tk::Split::train, L, i).tokens);
+  };
+  const tk::Example c = tk::generate(tk::task_spec("copy_first"), 1, tk::Split::train, 6, 0);
+  const std::string d = std::to_string(c.label);
+  CHECK(show("copy_first", 6) == "[CLS] " + d + " 1 1 1 1");
+  CHECK(show("copy_last", 6) == "[CLS] 1 1 1 1 " + d);
+  CHECK(show("copy_first_blocks", 19) == "[CLS] " + d + " 1 1 1 1 1 1 1 " + d + " 1 1 1 1 1 1 1 " + d + " 1");
+  const std::string d11 = std::to_string(tk::generate(tk::task_spec("copy_last_blocks"), 1, tk::Split::train, 11, 0).label);
+  CHECK(show("copy_last_blocks", 11) == "[CLS] 1 " + d11 + " 1 1 1 1 1 1 1 " + d11);
+  CHECK(show("count_sum", 8) == "[CLS] 1 + 1 + 1 + 1");
+  CHECK(show("count_sum", 9) == "[CLS] 1 + 1 + 1 + 1 =");
+  CHECK(show("count_sum_sep", 15) == "[CLS] 1 + 1 + 1 + 1 + 1 | 1 + 1 =");
+  CHECK(show("count_ones", 5) == "[CLS] 1 1 1 1");
+  CHECK(show("count_ones_sep", 14) == "[CLS] 1 1 1 1 1 | 1 1 1 1 1 | 1");
+  CHECK(tk::solve(tk::task_spec("count_ones_sep"), tk::generate(tk::task_spec("count_ones_sep"), 1, tk::Split::train, 14, 0).tokens) == 11);
+  const std::string r = show("count_random_sep", 13);
+  CHECK(r.substr(0, 6) == "[CLS] ");
+  CHECK(r[16] == '|');  // after the fifth bit
+  const std::string w = show("count_word", 10);
+  CHECK(w.substr(w.size() - 3, 2) == "? ");
+  const std::string p = show("chase2", 14);  // 3 pairs, 2 filler separators, the query
+  CHECK(p.substr(0, 6) == "[CLS] ");
+  CHECK(p.substr(p.size() - 7, 5) == "| | ?");
+  CHECK(p[8] == '>');
+}
+
+TEST_CASE("tasks: examples are pure functions of seed, split, length and index", "[tasks]") {
+  for (const std::string& name : tk::task_names()) {
+    INFO(name);
+    const tk::TaskSpec t = tk::task_spec(name);
+    for (uint64_t i = 0; i < 5; ++i) {
+      const tk::Example a = tk::generate(t, 3, tk::Split::test, 48, i), b = tk::generate(t, 3, tk::Split::test, 48, i);
+      CHECK(a.tokens == b.tokens);
+      CHECK(a.label == b.label);
+    }
+    // Training lengths are uniform in [min_length, seq_len] and deterministic.
+    std::set<int64_t> lens;
+    for (uint64_t i = 0; i < 400; ++i) {
+      const int64_t L = tk::train_length(t, 3, i, 40);
+      CHECK(L == tk::train_length(t, 3, i, 40));
+      CHECK(L >= t.min_length);
+      CHECK(L <= 40);
+      lens.insert(L);
+    }
+    CHECK(static_cast<int64_t>(lens.size()) == 40 - t.min_length + 1);
+  }
+}
+
+TEST_CASE("tasks: train and test splits and seeds draw different examples", "[tasks]") {
+  // The random tasks (count_ones and count_sum have one sequence per length by definition).
+  for (const char* name : {"copy_first", "count_random", "count_word_sep", "chase2", "chase3"}) {
+    INFO(name);
+    const tk::TaskSpec t = tk::task_spec(name);
+    int same_split = 0, same_seed = 0;
+    for (uint64_t i = 0; i < 50; ++i) {
+      const tk::Example a = tk::generate(t, 3, tk::Split::train, 64, i);
+      same_split += a.tokens == tk::generate(t, 3, tk::Split::test, 64, i).tokens;
+      same_seed += a.tokens == tk::generate(t, 4, tk::Split::train, 64, i).tokens;
+    }
+    // copy_first has only 8 sequences per length: about 50/8 coincide by chance.
+    const int limit = std::string(name) == "copy_first" ? 15 : 0;
+    CHECK(same_split <= limit);
+    CHECK(same_seed <= limit);
+  }
+  // count_random: P('1') = 0.7.
+  const tk::TaskSpec t = tk::task_spec("count_random");
+  double ones = 0;
+  for (uint64_t i = 0; i < 200; ++i) ones += tk::generate(t, 5, tk::Split::train, 101, i).label;
+  CHECK(ones / (200 * 100) == Approx(0.7).margin(0.02));
+}
+
+TEST_CASE("tasks: bad names and lengths are refused, bad sequences named", "[tasks]") {
+  CHECK_ERROR(tk::task_spec("copy_middle"), Catch::Contains("copy_middle") && Catch::Contains("chase3"));
+  CHECK_ERROR(tk::generate(tk::task_spec("chase3"), 1, tk::Split::train, 11, 0), Catch::Contains("[12, 1024]"));
+  CHECK_ERROR(tk::generate(tk::task_spec("count_ones"), 1, tk::Split::train, 1025, 0), Catch::Contains("1025"));
+  const tk::TaskSpec chase = tk::task_spec("chase2");
+  std::vector<int32_t> s = tk::generate(chase, 1, tk::Split::train, 30, 0).tokens;
+  s[2] = tk::kPlus;  // a broken key>value pair
+  CHECK_ERROR(tk::solve(chase, s), Catch::Contains("chase2"));
+  CHECK_ERROR(tk::solve(tk::task_spec("copy_first"), {tk::kCls, tk::kDigit + 3, tk::kDigit + 2}),
+              Catch::Contains("unexpected token"));
+}
+
+TEST_CASE("tasks: a batch pads to its longest with PAD and a key mask", "[tasks]") {
+  const tk::TaskSpec t = tk::task_spec("count_word_sep");
+  const std::vector<int64_t> lengths = {5, 12, 9};
+  const tk::Batch b = tk::make_batch(t, 11, tk::Split::train, lengths, 30);
+  REQUIRE(b.ids.shape() == Shape{3, 12});
+  REQUIRE(b.key_mask.shape() == Shape{3, 12});
+  CHECK(b.key_mask.dtype() == DType::u8);
+  const std::vector<int32_t> ids = b.ids.to_vector<int32_t>();
+  const std::vector<uint8_t> mask = b.key_mask.to_vector<uint8_t>();
+  for (size_t i = 0; i < 3; ++i) {
+    const tk::Example e = tk::generate(t, 11, tk::Split::train, lengths[i], 30 + i);
+    CHECK(b.labels[i] == e.label);
+    for (size_t j = 0; j < 12; ++j) {
+      const bool real = static_cast<int64_t>(j) < lengths[i];
+      CHECK(mask[i * 12 + j] == (real ? 1 : 0));
+      CHECK(ids[i * 12 + j] == (real ? e.tokens[j] : tk::kPad));
+    }
+  }
+}
+
+TEST_CASE("tasks: the classification task has the HF head and config of each family", "[tasks]") {
+  const std::string dir = temp_dir("cls-heads");
+  {
+    const std::unique_ptr<Task> task = make_task(tiny_task("count_word_sep", dir));
+    std::set<std::string> names;
+    for (const Var& p : task->params().all()) names.insert(p.name());
+    CHECK(names.count("bert.pooler.dense.weight") == 1);
+    CHECK(names.count("classifier.bias") == 1);
+    CHECK(task->params().get("classifier.weight").shape() == Shape{tk::kMaxLength, 32});
+    for (const std::string& n : names) CHECK(n.rfind("cls.", 0) == std::string::npos);  // no MLM head
+    const nlohmann::json c = task->hf_config();
+    CHECK(c["architectures"][0] == "BertForSequenceClassification");
+    CHECK(c["id2label"].size() == static_cast<size_t>(tk::kMaxLength));
+    CHECK(c["label2id"]["17"] == 17);
+    // Every parameter gets a gradient.
+    task->train_loss(0, 0, nullptr, nullptr).backward();
+    for (const Var& p : task->params().all()) {
+      INFO(p.name());
+      CHECK(p.grad().defined());
+    }
+  }
+  {
+    const std::unique_ptr<Task> task = make_task(tiny_task("chase2", dir, {"model.family=gpt2"}));
+    CHECK(task->params().get("score.weight").shape() == Shape{16, 32});
+    const nlohmann::json c = task->hf_config();
+    CHECK(c["architectures"][0] == "GPT2ForSequenceClassification");
+    CHECK(c["id2label"]["1"] == "b");
+    CHECK(c["pad_token_id"] == tk::kPad);
+    std::vector<AttentionMaps> maps;
+    Tensor mask;
+    const Var loss = task->train_loss(3, 0, &maps, &mask);
+    CHECK(std::isfinite(loss.data().item()));
+    CHECK(maps.size() == 2);
+    CHECK(mask.size(1) <= 16);
+  }
+  CHECK_ERROR(make_task(tiny_task("copy_first", dir, {"model.vocab_size=20"})), Catch::Contains("vocab_size"));
+  CHECK_ERROR(make_task(tiny_task("nope", dir)), Catch::Contains("unknown task"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tasks: a tiny BERT learns copy_first and reports accuracy per length", "[tasks]") {
+  const std::string dir = temp_dir("cls-learns");
+  TrainOptions quiet;
+  quiet.quiet = true;
+  const RunConfig cfg = tiny_task("copy_first", dir, {"train.max_steps=150", "train.warmup_steps=20", "train.threads=2"});
+  const TrainSummary s = train(cfg, quiet);
+  CHECK(s.steps == 150);
+  const EvalResult e = evaluate_checkpoint(s.final_checkpoint, {});
+  CHECK(e.accuracy > 0.9);  // chance: 1/8
+  const nlohmann::json j = nlohmann::json::parse(read_file((fs::path(s.final_checkpoint) / "task_eval.json").string()));
+  REQUIRE(j["results"].size() == 4);
+  CHECK(j["results"][0]["length"] == 8);
+  CHECK(j["results"][1]["accuracy"].get<double>() > 0.9);  // the training length
+  CHECK(j["results"][3]["skipped"].get<std::string>().find("max_positions") != std::string::npos);
+  CHECK(fs::exists(fs::path(s.final_checkpoint) / "task_eval.csv"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tasks: every configs/tasks file loads and builds its task", "[tasks]") {
+  const fs::path dir = fs::path(__FILE__).parent_path().parent_path().parent_path() / "configs" / "tasks";
+  if (!fs::exists(dir)) return;  // built outside the source tree
+  std::set<std::string> seen;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".toml") continue;
+    INFO(f.path().string());
+    const RunConfig cfg = load_config(f.path().string(), {"train.run_dir=" + temp_dir("cfg")});
+    CHECK(cfg.data.kind == "task");
+    CHECK(cfg.data.task == f.path().stem().string());
+    CHECK(make_task(cfg)->hf_config()["saobp_task"] == cfg.data.task);
+    seen.insert(cfg.data.task);
+  }
+  CHECK(seen.size() == tk::task_names().size());
+}
