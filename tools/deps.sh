@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages saobp builds with, when any is missing. Sourced by test.sh and
+# Installs the Debian packages saobp builds with, when any is missing, plus any packages named
+# as arguments (quickstart.sh adds `fortunes`, the default corpus). Run by test.sh and
 # quickstart.sh; safe to run again (it only calls apt when something is absent).
 set -euo pipefail
 
@@ -7,6 +8,7 @@ SAOBP_DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev libfmt-dev libtomlplusplus-dev catch2 nlohmann-json3-dev libcli11-dev
   libutf8proc-dev
+  "$@"
 )
 
 missing=()

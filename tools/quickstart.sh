@@ -2,8 +2,11 @@
 # Installs what is missing, builds saobp (Release) and runs the main job on the default data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/deps.sh
+bash tools/deps.sh fortunes   # the default corpus: /usr/share/games/fortunes
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build -j "$(nproc)" saobp
 ./build/saobp info
-./build/saobp smoke
+# The main job: train the quickstart BERT (BP-High) on the fortunes corpus, then evaluate the
+# checkpoint it wrote. Everything lands in runs/quickstart/.
+./build/saobp train configs/quickstart.toml
+./build/saobp eval --checkpoint runs/quickstart/final

@@ -33,6 +33,10 @@ void AttentionSpec::validate(int64_t layers) const {
     if (!(l >= 0)) fail("config", "model.layer_lambdas: λ must be >= 0, got {}", l);
   if (!(lambda >= 0)) fail("config", "model.lambda must be >= 0, got {}", lambda);
   if (steps < 1) fail("config", "model.bp_steps must be >= 1, got {}", steps);
+  if (!(skip_peak_tau > 0 && skip_peak_tau < 1))
+    fail("config", "model.skip_peak_tau must be in (0, 1), got {}", skip_peak_tau);
+  if (!(skip_head_fraction >= 0 && skip_head_fraction < 1))
+    fail("config", "model.skip_head_fraction must be in [0, 1), got {}", skip_head_fraction);
   if (learnable_lambda && uses_lambda(variant))
     for (int64_t l = 0; l < layers; ++l)
       if (!(lambda_for_layer(l) > 0)) fail("config", "a learnable λ must start > 0 (layer {} has {})", l, lambda_for_layer(l));
@@ -61,18 +65,35 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
     aux = Q.new_empty({B, NH, T});
   }
   kern::attention_forward(Q, K, V, key_mask, lam, p, out, probs, saved, aux);
+  // Head skip: keep (B,NH) is 0 for a sinky (sample, head). Its output is zeroed here and its
+  // incoming gradient below, so q, k, v and λ get exactly zero gradient from it.
+  Tensor keep;
+  if (cfg.skip_sinky) {
+    keep = Q.new_empty({B, NH});
+    kern::sink_gate(probs, key_mask, cfg.skip_peak_tau, cfg.skip_head_fraction, keep);
+    Tensor gated = Q.new_empty(Q.shape());
+    kern::binary(BinaryOp::mul, out, keep.view({B, NH, 1, 1}), gated);
+    out = gated;
+  }
   if (maps) {
     maps->probs = probs;
     maps->attn = saved.defined() ? saved.slice(0, 0, 1).squeeze(0) : probs;
+    maps->keep = keep;
+    maps->values = V;
   }
   std::vector<Var> inputs{q, k, v};
   if (bp) inputs.push_back(lambda);
   return make_result(out, "attention", inputs,
-                     [Q, K, V, key_mask, lam, p, probs, saved, aux, bp](const Tensor& g, GradSlots& gin) {
+                     [Q, K, V, key_mask, lam, p, probs, saved, aux, bp, keep](const Tensor& g, GradSlots& gin) {
                        Tensor none, gq = gin.needs(0) ? gin[0] : none, gk = gin.needs(1) ? gin[1] : none,
                                     gv = gin.needs(2) ? gin[2] : none, gl = bp && gin.needs(3) ? gin[3] : none;
-                       kern::attention_backward(Q, K, V, key_mask, lam, p, probs, saved, aux, g.contiguous(), gq, gk,
-                                                gv, gl);
+                       Tensor gout = g.contiguous();
+                       if (keep.defined()) {
+                         Tensor gated = gout.new_empty(gout.shape());
+                         kern::binary(BinaryOp::mul, gout, keep.view({keep.size(0), keep.size(1), 1, 1}), gated);
+                         gout = gated;
+                       }
+                       kern::attention_backward(Q, K, V, key_mask, lam, p, probs, saved, aux, gout, gq, gk, gv, gl);
                      });
 }
 

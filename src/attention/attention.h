@@ -23,6 +23,11 @@ struct AttentionConfig {
   AttnVariant variant = AttnVariant::original;
   bool causal = false;
   int steps = 1;  // BP steps (bp_high, bp_low)
+  // Head skip (seed 003): a (sample, head) whose final attention (B; A for original) has more
+  // than skip_head_fraction of its token rows peaked (row max > skip_peak_tau) is skipped: its
+  // output is exactly zero and it receives zero gradient.
+  bool skip_sinky = false;
+  double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
 };
 
 const char* variant_name(AttnVariant v);
@@ -39,6 +44,12 @@ struct AttentionSpec {
   std::vector<double> layer_lambdas;  // if not empty: λ of layer l (one entry per layer)
   bool learnable_lambda = false;      // per-head λ = softplus(rho), rho initialized from λ
   int steps = 1;                      // BP steps
+  bool skip_sinky_heads = false;      // the head skip of seed 003 (AttentionConfig::skip_sinky)
+  double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
+  // The per-call settings of layer `layer`'s attention.
+  AttentionConfig call_config(bool causal) const {
+    return {variant, causal, steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction};
+  }
   // Checks the spec for a model of `layers` layers; throws naming the offending key.
   void validate(int64_t layers) const;
   double lambda_for_layer(int64_t layer) const;
@@ -48,6 +59,8 @@ struct AttentionSpec {
 struct AttentionMaps {
   Tensor attn;   // (B,NH,T,T) A
   Tensor probs;  // (B,NH,T,T) B (== attn for original)
+  Tensor keep;   // (B,NH) 1 = head used, 0 = skipped as sinky; undefined without the skip
+  Tensor values; // (B,NH,T,HS) V (the sink indicator compares the norms of sink tokens' values)
 };
 
 // q, k, v: (B,NH,T,HS). key_mask: (B,T) u8 with 1 for tokens, or undefined (no padding).

@@ -1,5 +1,7 @@
 #include "data/synthetic.h"
 
+#include "data/lm_source.h"
+
 #include "tensor/philox.h"
 
 namespace saobp {
@@ -59,6 +61,45 @@ ClmBatch synthetic_clm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uin
   out.targets = Tensor::from_vector(targets, {B, T});
   out.key_mask = Tensor::full({B, T}, 1.0, DType::u8);
   return out;
+}
+
+// ---- the synthetic sources of lm_source.h ----------------------------------------------------
+
+namespace {
+// Stream of each split: training and validation never share sequences.
+uint64_t split_stream(Split s) { return s == Split::train ? 100 : 200; }
+
+class SyntheticMlm : public MlmSource {
+ public:
+  SyntheticMlm(int64_t B, int64_t T, int64_t V, uint64_t seed, double p) : B_(B), T_(T), V_(V), seed_(seed), p_(p) {}
+  MlmBatch batch(Split s, int64_t index) const override {
+    return synthetic_mlm_batch(B_, T_, V_, seed_, split_stream(s), index, p_);
+  }
+
+ private:
+  int64_t B_, T_, V_;
+  uint64_t seed_;
+  double p_;
+};
+
+class SyntheticClm : public ClmSource {
+ public:
+  SyntheticClm(int64_t B, int64_t T, int64_t V, uint64_t seed) : B_(B), T_(T), V_(V), seed_(seed) {}
+  ClmBatch batch(Split s, int64_t index) const override {
+    return synthetic_clm_batch(B_, T_, V_, seed_, split_stream(s), index);
+  }
+
+ private:
+  int64_t B_, T_, V_;
+  uint64_t seed_;
+};
+}  // namespace
+
+std::unique_ptr<MlmSource> synthetic_mlm_source(int64_t B, int64_t T, int64_t V, uint64_t seed, double p) {
+  return std::make_unique<SyntheticMlm>(B, T, V, seed, p);
+}
+std::unique_ptr<ClmSource> synthetic_clm_source(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  return std::make_unique<SyntheticClm>(B, T, V, seed);
 }
 
 }  // namespace saobp

@@ -58,6 +58,7 @@ BertForMaskedLM::BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType 
     }
     layers_.push_back(L);
   }
+  if (!cfg.mlm_head) return;
   head_w_ = P.add("cls.predictions.transform.dense.weight", {C, C}, Init::normal, sd);
   head_b_ = P.add("cls.predictions.transform.dense.bias", {C}, Init::zeros);
   head_ln_w_ = P.add("cls.predictions.transform.LayerNorm.weight", {C}, Init::ones);
@@ -83,8 +84,9 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
   if (cfg_.positions == PositionKind::learned) x = add(x, embedding(pos_, pos_ids));
   x = add(x, embedding(type_, types));
   x = dropout(layernorm(x, emb_ln_w_, emb_ln_b_, cfg_.ln_eps), p, dropout_key("embeddings", step), training);
+  if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
-  AttentionConfig acfg{cfg_.attention.variant, false, cfg_.attention.steps};
+  const AttentionConfig acfg = cfg_.attention.call_config(false);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     Var lam;
@@ -104,12 +106,14 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
     Var h = linear(gelu(linear(x, L.i_w, L.i_b), false), L.o_w, L.o_b);
     h = dropout(h, p, dropout_key(site + ".output", step), training);
     x = layernorm(add(x, h), L.o_ln_w, L.o_ln_b, cfg_.ln_eps);
+    if (capture_) capture_->push_back(x.data());
   }
   return x;
 }
 
 Var BertForMaskedLM::mlm_logits(const Var& hidden, const Tensor& positions) {
   const int64_t C = cfg_.hidden;
+  if (!cfg_.mlm_head) fail("bert", "mlm_logits: this model was built without the MLM head (mlm_head = false)");
   Var rows = embedding(reshape(hidden, {-1, C}), positions);  // gather (N, C), scatter-add backward
   Var h = layernorm(gelu(linear(rows, head_w_, head_b_), false), head_ln_w_, head_ln_b_, cfg_.ln_eps);
   return linear(h, word_, head_bias_);  // decoder tied to the word embeddings

@@ -21,6 +21,9 @@ struct EncoderConfig {
   // RoPE on q and k in every layer; none: neither.
   PositionKind positions = PositionKind::learned;
   double rope_base = 10000;
+  // false: no cls.predictions.* tensors (an encoder for a task head, as in HF's
+  // BertForSequenceClassification); mlm_loss and mlm_logits then throw.
+  bool mlm_head = true;
   void validate() const;
 };
 
@@ -45,8 +48,12 @@ class BertForMaskedLM {
 
   const EncoderConfig& config() const { return cfg_; }
   ParamStore& params() { return params_; }
+  // While set, encode() stores the hidden states in *hidden: the embeddings' output, then every
+  // layer's output, (B,T,C) each (for `saobp inspect`). nullptr stops it.
+  void capture_hidden(std::vector<Tensor>* hidden) { capture_ = hidden; }
 
  private:
+  std::vector<Tensor>* capture_ = nullptr;
   struct Layer {
     Var q_w, q_b, k_w, k_b, v_w, v_b, ao_w, ao_b, ao_ln_w, ao_ln_b, i_w, i_b, o_w, o_b, o_ln_w, o_ln_b;
     Var lambda_rho;  // learnable λ only

@@ -92,7 +92,7 @@ namespace {
 Var conv1d(const Var& x, const Var& w, const Var& b) { return add(matmul(x, w), b); }
 }  // namespace
 
-Var GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
+Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
                              std::vector<AttentionMaps>* maps) {
   if (ids.dim() != 2) fail("gpt2", "ids must be (B,T), got {}", ids.str());
   const int64_t T = ids.size(1), C = cfg_.n_embd, NH = cfg_.n_head;
@@ -107,8 +107,9 @@ Var GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& key_mask, bool tra
     x = add(x, embedding(wpe_, Tensor::from_vector(pos, {1, T}, ids.device())));
   }
   x = dropout(x, p, dropout_key("transformer.drop", step), training);
+  if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
-  const AttentionConfig acfg{cfg_.attention.variant, true, cfg_.attention.steps};
+  const AttentionConfig acfg = cfg_.attention.call_config(true);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
     const std::string site = fmt::format("transformer.h.{}.", l);
@@ -130,10 +131,19 @@ Var GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& key_mask, bool tra
     Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, cfg_.ln_eps), b.fc_w, b.fc_b), true), b.mproj_w,
                    b.mproj_b);
     x = add(x, dropout(h, p, dropout_key(site + "mlp.dropout", step), training));
+    if (capture_) capture_->push_back(x.data());
   }
-  x = layernorm(x, lnf_w_, lnf_b_, cfg_.ln_eps);
-  return linear(x, wte_);  // LM head tied to wte: (B,T,V)
+  Var out = layernorm(x, lnf_w_, lnf_b_, cfg_.ln_eps);
+  if (capture_) capture_->push_back(out.data());
+  return out;
 }
+
+Var GPT2LMHeadModel::forward(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
+                             std::vector<AttentionMaps>* maps) {
+  return lm_head(hidden(ids, key_mask, training, step, maps));
+}
+
+Var GPT2LMHeadModel::lm_head(const Var& h) { return linear(h, wte_); }  // tied to wte: (...,V)
 
 Var GPT2LMHeadModel::lm_loss(const Var& logits, const Tensor& targets) {
   if (logits.dim() != 3 || targets.shape() != Shape{logits.size(0), logits.size(1)})

@@ -49,6 +49,11 @@ class GPT2LMHeadModel {
   // draws from (seed, stream of the site, step << 32). Returns logits (B,T,V).
   Var forward(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
               std::vector<AttentionMaps>* maps = nullptr);
+  // The final hidden states (after ln_f), (B,T,C): forward without the LM head, for task heads.
+  Var hidden(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
+             std::vector<AttentionMaps>* maps = nullptr);
+  // The LM head (tied to wte) on hidden states (...,C): logits (...,V).
+  Var lm_head(const Var& h);
   // Mean cross-entropy over the positions whose target is not -100. targets: (B,T) i32 already
   // aligned with the logits (targets[t] is the token after position t: the caller shifts, as
   // llm.c's data loader does; HF's GPT2LMHeadModel shifts the labels inside).
@@ -56,8 +61,12 @@ class GPT2LMHeadModel {
 
   const DecoderConfig& config() const { return cfg_; }
   ParamStore& params() { return params_; }
+  // While set, hidden() stores the residual stream in *hidden: after the embeddings, then after
+  // every block, and last the ln_f output, (B,T,C) each (for `saobp inspect`). nullptr stops it.
+  void capture_hidden(std::vector<Tensor>* hidden) { capture_ = hidden; }
 
  private:
+  std::vector<Tensor>* capture_ = nullptr;
   struct Block {
     Var ln1_w, ln1_b, attn_w, attn_b, aproj_w, aproj_b, ln2_w, ln2_b, fc_w, fc_b, mproj_w, mproj_b;
     Var lambda_rho;  // learnable λ only

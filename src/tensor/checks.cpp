@@ -70,4 +70,20 @@ void check_rope(const Tensor& x, double base, const Tensor& y) {
   if (!x.is_contiguous() || !y.is_contiguous()) fail("rope", "{} and {} must be contiguous", x.str(), y.str());
 }
 
+void check_sink_gate(const Tensor& probs, const Tensor& key_mask, const Tensor& keep) {
+  const char* op = "sink_gate";
+  if (probs.dim() != 4 || probs.size(2) != probs.size(3))
+    fail(op, "probs must be (B,NH,T,T), got {}", probs.str());
+  if (probs.dtype() != DType::f32 && probs.dtype() != DType::f64) fail(op, "probs must be f32 or f64, got {}", probs.str());
+  check_shape(keep, {probs.size(0), probs.size(1)}, op, "keep");
+  check_dtype(keep, probs.dtype(), op, "keep");
+  if (key_mask.defined()) {
+    check_shape(key_mask, {probs.size(0), probs.size(2)}, op, "key_mask");
+    check_dtype(key_mask, DType::u8, op, "key_mask");
+  }
+  require_contiguous(op, probs, "probs");
+  require_contiguous(op, key_mask, "key_mask");
+  require_contiguous(op, keep, "keep");
+}
+
 }  // namespace saobp

@@ -25,5 +25,8 @@ bool is_potts(AttnVariant v);
 
 // rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0.
 void check_rope(const Tensor& x, double base, const Tensor& y);
+// sink_gate: probs (B,NH,T,T) contiguous float, key_mask undefined or (B,T) u8 contiguous, keep
+// (B,NH) contiguous of probs' dtype.
+void check_sink_gate(const Tensor& probs, const Tensor& key_mask, const Tensor& keep);
 
 }  // namespace saobp

@@ -56,6 +56,7 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
   write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
   write_file_atomic((tmp / "config.json").string(), c.hf_config.dump(2) + "\n");
   write_file_atomic((tmp / "config.toml").string(), c.config_toml);
+  if (c.tokenizer) c.tokenizer->save(tmp.string());
   // Swap into place: the old checkpoint (if any) is removed only once the new one is complete.
   const fs::path old = final_dir.string() + fmt::format(".old-{}", ::getpid());
   if (fs::exists(final_dir)) fs::rename(final_dir, old);

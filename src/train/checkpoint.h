@@ -6,6 +6,8 @@
 //   trainer_state.json     step, optimizer steps, data position, config hash, seed
 //   config.json            Hugging Face config fields plus ours (attention variant, λ, ...)
 //   config.toml            the resolved run config
+//   tokenizer files        of a corpus run (vocab.txt / vocab.json + merges.txt, tokenizer.json),
+//                          so the directory is a complete Hugging Face model folder
 //
 // Random numbers need no saved state: every draw is Philox of (seed, stream, offset), with the
 // offsets derived from the step, so (seed, step) restores them.
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "model/params.h"
 #include "train/adamw.h"
 
@@ -32,6 +35,7 @@ struct CheckpointContents {
   TrainerState state;
   nlohmann::json hf_config;
   std::string config_toml;
+  const Tokenizer* tokenizer = nullptr;  // saved alongside when set
 };
 
 // Writes `dir` atomically (a temporary sibling directory renamed over it).

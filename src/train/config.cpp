@@ -140,6 +140,17 @@ void read_value(const toml::node& n, std::vector<double>& out, const Ctx& c) {
     out.push_back(read_number(e, c, "a number"));
   }
 }
+void read_value(const toml::node& n, std::vector<int64_t>& out, const Ctx& c) {
+  const toml::array* a = n.as_array();
+  if (!a) type_error(c, "an array of integers", n);
+  out.clear();
+  for (size_t i = 0; i < a->size(); ++i) {
+    const toml::node& e = *a->get(i);
+    if (!e.is_integer())
+      fail("config", "{}{}: expected an array of integers, element {} is {}", c.where, c.key, i, found(e));
+    out.push_back(read_int(e, c));
+  }
+}
 void read_value(const toml::node& n, AttnVariant& out, const Ctx& c) {
   std::string s;
   read_value(n, s, c);
@@ -159,6 +170,11 @@ std::string write_value(double v) { return toml_float(v); }
 std::string write_value(bool v) { return v ? "true" : "false"; }
 std::string write_value(const std::string& v) { return toml_string(v); }
 std::string write_value(AttnVariant v) { return toml_string(variant_name(v)); }
+std::string write_value(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
 std::string write_value(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + toml_float(v[i]);
@@ -207,6 +223,9 @@ const std::vector<Field>& schema() {
       field("model", "bp_steps", &R::model, &M::bp_steps),
       field("model", "positions", &R::model, &M::positions),
       field("model", "rope_base", &R::model, &M::rope_base),
+      field("model", "skip_sinky_heads", &R::model, &M::skip_sinky_heads),
+      field("model", "skip_peak_tau", &R::model, &M::skip_peak_tau),
+      field("model", "skip_head_fraction", &R::model, &M::skip_head_fraction),
       field("train", "seed", &R::train, &T::seed),
       field("train", "device", &R::train, &T::device),
       field("train", "batch_size", &R::train, &T::batch_size),
@@ -235,6 +254,7 @@ const std::vector<Field>& schema() {
       field("data", "mlm_probability", &R::data, &D::mlm_probability),
       field("data", "task", &R::data, &D::task),
       field("data", "valid_fraction", &R::data, &D::valid_fraction),
+      field("data", "eval_lengths", &R::data, &D::eval_lengths),
   };
   return f;
 }
@@ -366,7 +386,12 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.threads >= 0, "train.threads", "must be >= 0 (0 = OpenMP's default), got {}", t.threads);
 
   const DataSection& d = c.data;
-  enum_check("data.kind", d.kind, {"synthetic", "text", "wikitext", "jsonl", "task"});
+  enum_check("data.kind", d.kind, {"synthetic", "text", "fortune", "wikitext", "jsonl", "task"});
+  CFG_CHECK(d.kind == "synthetic" || d.kind == "task" || !d.path.empty(), "data.path",
+            "must name a corpus file or folder when data.kind = \"{}\"", d.kind);
+  CFG_CHECK(!d.eval_lengths.empty() &&
+                std::all_of(d.eval_lengths.begin(), d.eval_lengths.end(), [](int64_t v) { return v >= 2; }),
+            "data.eval_lengths", "must be a non-empty array of lengths >= 2");
   CFG_CHECK(d.kind != "task" || !d.task.empty(), "data.task", "must name a task when data.kind = \"task\"");
   CFG_CHECK(d.vocab_size > 0 && d.vocab_size <= m.vocab_size, "data.vocab_size",
             "must be in [1, model.vocab_size = {}], got {}", m.vocab_size, d.vocab_size);
@@ -508,6 +533,9 @@ AttentionSpec attention_spec(const RunConfig& cfg) {
   a.layer_lambdas = cfg.model.layer_lambdas;
   a.learnable_lambda = cfg.model.learnable_lambda;
   a.steps = cfg.model.bp_steps;
+  a.skip_sinky_heads = cfg.model.skip_sinky_heads;
+  a.skip_peak_tau = cfg.model.skip_peak_tau;
+  a.skip_head_fraction = cfg.model.skip_head_fraction;
   return a;
 }
 

@@ -38,6 +38,11 @@ struct ModelSection {
   int bp_steps = 1;
   std::string positions = "learned";  // learned | rope | none
   double rope_base = 10000;
+  // Head skip (seed 003): per (sample, head), a head whose fraction of peaked rows (row max >
+  // skip_peak_tau) exceeds skip_head_fraction contributes zero output and gets zero gradient.
+  bool skip_sinky_heads = false;
+  double skip_peak_tau = 0.95;
+  double skip_head_fraction = 0.8;
   bool operator==(const ModelSection&) const = default;
 };
 
@@ -56,14 +61,18 @@ struct TrainSection {
 };
 
 struct DataSection {
-  std::string kind = "synthetic";  // synthetic | text | wikitext | jsonl | task
-  std::string path;
+  // synthetic | text (files or a folder; blank lines separate documents) | fortune (strfile
+  // format: a line "%" ends each entry) | wikitext (.raw, " = Title = " starts a document) |
+  // jsonl (one JSON object per line, the text in text_field) | task (a long-range task)
+  std::string kind = "synthetic";
+  std::string path;  // a file or a folder (every regular file under it, in path order)
   std::string text_field = "text";  // the field of a jsonl record that holds the text
   std::string vocab;                // a vocabulary file; "" = train one on the data
   int64_t vocab_size = 0;           // size of the vocabulary to train; 0 = model.vocab_size
   double mlm_probability = 0.15;
   std::string task;  // a long-range task name (kind = "task")
   double valid_fraction = 0.01;
+  std::vector<int64_t> eval_lengths = {16, 32, 64, 128, 256, 512};  // tasks: accuracy per length
   bool operator==(const DataSection&) const = default;
 };
 

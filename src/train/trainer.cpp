@@ -3,6 +3,8 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,13 +12,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "attention/diagnostics.h"
 #include "attention/metrics.h"
 #include "autograd/ops.h"
-#include "data/synthetic.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
+#include "train/task.h"
 
 namespace saobp {
 
@@ -24,182 +27,34 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Data streams of the synthetic source: training and validation never share sequences.
-constexpr uint64_t kTrainStream = 100, kValidStream = 200;
-
-void require_supported(const RunConfig& cfg) {
-  if (cfg.data.kind != "synthetic")
-    fail("train", "data.kind '{}': this build has only the synthetic source (corpus loaders are not built yet)",
-         cfg.data.kind);
-  if (Device::parse(cfg.train.device) != Device::cpu())
-    fail("train", "train.device '{}': the trainer runs on the CPU in this build", cfg.train.device);
+// The fraction of (sample, head) pairs a layer skipped: keep is (B,NH), 1 = used.
+double skip_rate(const Tensor& keep) {
+  const std::vector<double> k = keep.to(DType::f64).to_vector<double>();
+  double used = 0;
+  for (double x : k) used += x;
+  return k.empty() ? 0.0 : 1.0 - used / static_cast<double>(k.size());
 }
 
-// The saobp fields of config.json, shared by both families.
-nlohmann::json saobp_fields(const ModelSection& m) {
-  return {{"saobp_attention", variant_name(m.attention)}, {"saobp_lambda", m.lambda},
-          {"saobp_layer_lambdas", m.layer_lambdas},      {"saobp_learnable_lambda", m.learnable_lambda},
-          {"saobp_bp_steps", m.bp_steps},                {"saobp_positions", m.positions}};
-}
-
-// What the loop needs of a model family: its parameters, the loss of a training batch, an
-// evaluation, and its Hugging Face config.json.
-class Task {
- public:
-  virtual ~Task() = default;
-  virtual ParamStore& params() = 0;
-  // Loss of batch `index` of the training stream; fills maps/mask when maps is not null.
-  virtual Var train_loss(int64_t index, uint64_t dropout_step, std::vector<AttentionMaps>* maps, Tensor* mask) = 0;
-  virtual EvalResult evaluate() = 0;
-  virtual nlohmann::json hf_config() const = 0;
+// Per-layer diagnostics of the fixed held-out probe batch (issue: trends over training): mean
+// entropy (eq. 2), GTD (eq. 13) and indirect entropy (eq. 14) of B, and entropy and GTD of A.
+struct ProbeDiagnostics {
+  std::vector<double> entropy, gtd, indirect_entropy, entropy_softmax, gtd_softmax;
 };
-
-// Accumulates the loss and the argmax accuracy of (N,V) logits against N targets.
-void score(const Var& logits, const std::vector<int32_t>& tgt, double& loss_sum, int64_t& correct, int64_t& n) {
-  const int64_t N = static_cast<int64_t>(tgt.size()), V = logits.size(-1);
-  const Var flat = reshape(logits, {N, V});
-  loss_sum += cross_entropy(flat, Tensor::from_vector(tgt, {N})).data().item() * static_cast<double>(N);
-  const std::vector<float> l = flat.data().to_vector<float>();
-  for (int64_t k = 0; k < N; ++k) {
-    const float* row = l.data() + k * V;
-    correct += std::max_element(row, row + V) - row == tgt[static_cast<size_t>(k)];
-  }
-  n += N;
-}
-
-EvalResult finish(double loss_sum, int64_t correct, int64_t n) {
-  EvalResult r;
-  r.predictions = n;
-  if (n) {
-    r.loss = loss_sum / static_cast<double>(n);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-    r.perplexity = std::exp(r.loss);
-  }
-  return r;
-}
-
-// BERT with the masked-LM objective.
-class MlmTask : public Task {
- public:
-  explicit MlmTask(const RunConfig& cfg) : cfg_(cfg), model_(encoder_config(cfg), cfg.train.seed) {}
-  ParamStore& params() override { return model_.params(); }
-  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
-    const MlmBatch b = batch(kTrainStream, index);
-    if (mask) *mask = b.key_mask;
-    return model_.mlm_loss(model_.encode(b.ids, Tensor(), b.key_mask, true, step, maps), b.labels);
-  }
-  EvalResult evaluate() override {
-    NoGradGuard ng;
-    double loss_sum = 0;
-    int64_t correct = 0, n = 0;
-    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-      const MlmBatch b = batch(kValidStream, i);
-      std::vector<int32_t> pos, tgt;
-      const std::vector<int32_t> lab = b.labels.to_vector<int32_t>();
-      for (size_t k = 0; k < lab.size(); ++k)
-        if (lab[k] != -100) pos.push_back(static_cast<int32_t>(k)), tgt.push_back(lab[k]);
-      if (pos.empty()) continue;
-      const Tensor positions = Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())});
-      score(model_.mlm_logits(model_.encode(b.ids, Tensor(), b.key_mask, false, 0), positions), tgt, loss_sum, correct, n);
-    }
-    return finish(loss_sum, correct, n);
-  }
-  nlohmann::json hf_config() const override {
-    const ModelSection& m = cfg_.model;
-    nlohmann::json j = {{"architectures", {"BertForMaskedLM"}},
-                        {"model_type", "bert"},
-                        {"vocab_size", m.vocab_size},
-                        {"hidden_size", m.hidden},
-                        {"num_hidden_layers", m.layers},
-                        {"num_attention_heads", m.heads},
-                        {"intermediate_size", m.intermediate},
-                        {"hidden_act", "gelu"},
-                        {"hidden_dropout_prob", m.dropout},
-                        {"attention_probs_dropout_prob", 0.0},
-                        {"max_position_embeddings", m.max_positions},
-                        {"type_vocab_size", 2},
-                        {"initializer_range", 0.02},
-                        {"layer_norm_eps", 1e-12},
-                        {"pad_token_id", kPad},
-                        {"position_embedding_type", "absolute"},
-                        {"torch_dtype", "float32"}};
-    j.update(saobp_fields(m));
-    return j;
-  }
-
- private:
-  MlmBatch batch(uint64_t stream, int64_t index) const {
-    return synthetic_mlm_batch(cfg_.train.batch_size, cfg_.train.seq_len, cfg_.model.vocab_size, cfg_.train.seed,
-                               stream, index, cfg_.data.mlm_probability);
-  }
-  RunConfig cfg_;
-  BertForMaskedLM model_;
-};
-
-// GPT-2 with the causal-LM objective (next-token prediction).
-class ClmTask : public Task {
- public:
-  explicit ClmTask(const RunConfig& cfg) : cfg_(cfg), model_(decoder_config(cfg), cfg.train.seed) {}
-  ParamStore& params() override { return model_.params(); }
-  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
-    const ClmBatch b = batch(kTrainStream, index);
-    if (mask) *mask = b.key_mask;
-    return model_.lm_loss(model_.forward(b.ids, b.key_mask, true, step, maps), b.targets);
-  }
-  EvalResult evaluate() override {
-    NoGradGuard ng;
-    double loss_sum = 0;
-    int64_t correct = 0, n = 0;
-    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
-      const ClmBatch b = batch(kValidStream, i);
-      const Var logits = model_.forward(b.ids, b.key_mask, false, 0);
-      // Score the positions with a target (all but the last of each row).
-      const std::vector<int32_t> t = b.targets.to_vector<int32_t>();
-      std::vector<int32_t> rows, tgt;
-      for (size_t k = 0; k < t.size(); ++k)
-        if (t[k] != -100) rows.push_back(static_cast<int32_t>(k)), tgt.push_back(t[k]);
-      const Var picked = embedding(reshape(logits, {-1, logits.size(-1)}),
-                                   Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
-      score(picked, tgt, loss_sum, correct, n);
-    }
-    return finish(loss_sum, correct, n);
-  }
-  nlohmann::json hf_config() const override {
-    const ModelSection& m = cfg_.model;
-    nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
-                        {"model_type", "gpt2"},
-                        {"vocab_size", m.vocab_size},
-                        {"n_positions", m.max_positions},
-                        {"n_embd", m.hidden},
-                        {"n_layer", m.layers},
-                        {"n_head", m.heads},
-                        {"n_inner", m.intermediate},
-                        {"activation_function", "gelu_new"},
-                        {"resid_pdrop", m.dropout},
-                        {"embd_pdrop", m.dropout},
-                        {"attn_pdrop", 0.0},
-                        {"layer_norm_epsilon", 1e-5},
-                        {"initializer_range", 0.02},
-                        {"tie_word_embeddings", true},
-                        {"torch_dtype", "float32"}};
-    j.update(saobp_fields(m));
-    return j;
-  }
-
- private:
-  ClmBatch batch(uint64_t stream, int64_t index) const {
-    return synthetic_clm_batch(cfg_.train.batch_size, cfg_.train.seq_len, cfg_.model.vocab_size, cfg_.train.seed,
-                               stream, index);
-  }
-  RunConfig cfg_;
-  GPT2LMHeadModel model_;
-};
-
-std::unique_ptr<Task> make_task(const RunConfig& cfg) {
-  require_supported(cfg);
-  if (cfg.model.family == "bert") return std::make_unique<MlmTask>(cfg);
-  if (cfg.model.family == "gpt2") return std::make_unique<ClmTask>(cfg);
-  fail("train", "model.family '{}' is not bert or gpt2", cfg.model.family);
+ProbeDiagnostics probe_diagnostics(Task& task, const RunConfig& cfg) {
+  std::vector<AttentionMaps> maps;
+  Tensor mask;
+  task.probe(maps, mask);
+  DiagnosticsOptions o;
+  o.graph_metrics = false;  // CC and BC belong to `saobp analyze`
+  o.causal = cfg.model.family == "gpt2";
+  DiagnosticsAccumulator acc(o);
+  acc.add(maps, mask);
+  const DiagnosticsReport r = acc.report();
+  ProbeDiagnostics d;
+  for (const HeadDiagnostics& l : r.probs.layers)
+    d.entropy.push_back(l.entropy), d.gtd.push_back(l.gtd), d.indirect_entropy.push_back(l.indirect_entropy);
+  for (const HeadDiagnostics& l : r.attn.layers) d.entropy_softmax.push_back(l.entropy), d.gtd_softmax.push_back(l.gtd);
+  return d;
 }
 
 std::string progress_bar(int64_t done, int64_t total, double secs_per_step) {
@@ -240,7 +95,7 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
   std::string last_good = opt.resume_dir.empty() ? "none" : opt.resume_dir;
   auto save = [&](const std::string& name) {
     const std::string dir = (fs::path(tc.run_dir) / name).string();
-    save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(cfg)});
+    save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(cfg), task->tokenizer()});
     last_good = dir;
     return dir;
   };
@@ -278,23 +133,37 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
     if (log_now) {
       const double h0 = mean_attention_entropy(maps.front().probs, mask_for_maps);
       const double h1 = mean_attention_entropy(maps.back().probs, mask_for_maps);
+      nlohmann::json line = {{"step", state.step},        {"loss", loss},
+                             {"lr", lr},                  {"grad_norm", norm},
+                             {"tokens_per_s", tokens_per_step / secs}, {"ms_per_step", 1e3 * secs},
+                             {"entropy_first_layer", h0}, {"entropy_last_layer", h1}};
+      std::string skips;
+      if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
+        std::vector<double> rates;
+        for (const AttentionMaps& m : maps) rates.push_back(skip_rate(m.keep));
+        line["skip_rate"] = rates;
+        skips = fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
+      }
       say(fmt::format("step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
-                      "entropy L0 {:.3f} L{} {:.3f}",
-                      state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs, h0, maps.size() - 1, h1));
-      metrics << nlohmann::json{{"step", state.step},        {"loss", loss},
-                                {"lr", lr},                  {"grad_norm", norm},
-                                {"tokens_per_s", tokens_per_step / secs}, {"ms_per_step", 1e3 * secs},
-                                {"entropy_first_layer", h0}, {"entropy_last_layer", h1}}
-                     .dump()
-              << '\n';
+                      "entropy L0 {:.3f} L{} {:.3f}{}",
+                      state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs, h0, maps.size() - 1, h1, skips));
+      metrics << line.dump() << '\n';
       metrics.flush();
     }
     if (tc.eval_every > 0 && state.step % tc.eval_every == 0) {
       const EvalResult e = task->evaluate();
-      say(fmt::format("eval at step {}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f}", state.step, e.loss,
-                      e.accuracy, e.perplexity));
-      metrics << nlohmann::json{{"step", state.step}, {"eval_loss", e.loss}, {"eval_accuracy", e.accuracy},
-                                {"eval_perplexity", e.perplexity}}
+      const ProbeDiagnostics d = probe_diagnostics(*task, cfg);
+      say(fmt::format("eval at step {}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f} | GTD per layer {:.3f}",
+                      state.step, e.loss, e.accuracy, e.perplexity, fmt::join(d.gtd, " ")));
+      metrics << nlohmann::json{{"step", state.step},
+                                {"eval_loss", e.loss},
+                                {"eval_accuracy", e.accuracy},
+                                {"eval_perplexity", e.perplexity},
+                                {"eval_entropy", d.entropy},
+                                {"eval_gtd", d.gtd},
+                                {"eval_indirect_entropy", d.indirect_entropy},
+                                {"eval_entropy_softmax", d.entropy_softmax},
+                                {"eval_gtd_softmax", d.gtd_softmax}}
                      .dump()
               << '\n';
       metrics.flush();
@@ -307,14 +176,24 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
   out.steps = state.step;
   out.final_checkpoint = save("final");
   say(fmt::format("saved {}", out.final_checkpoint));
+  task->final_evaluation(out.final_checkpoint, !opt.quiet);
   return out;
 }
 
-EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides) {
-  const RunConfig cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
+EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides, bool print) {
+  RunConfig cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
+  // A corpus run's checkpoint carries its tokenizer: evaluate with that one.
+  std::error_code ec;
+  if (cfg.data.vocab.empty() && (fs::exists(fs::path(dir) / "tokenizer.json", ec)))
+    cfg.data.vocab = dir;
   const std::unique_ptr<Task> task = make_task(cfg);
   load_weights(dir, task->params());
-  return task->evaluate();
+  const EvalResult r = task->evaluate();
+  if (print)
+    fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", dir, r.loss, r.accuracy,
+               r.perplexity, r.predictions);
+  task->final_evaluation(dir, print);
+  return r;
 }
 
 }  // namespace saobp

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/task.h"
 
 namespace saobp {
 
@@ -29,12 +30,10 @@ struct TrainSummary {
 
 TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
 
-struct EvalResult {
-  double loss = 0, accuracy = 0, perplexity = 0;
-  int64_t predictions = 0;
-};
 // Held-out loss, MLM accuracy and perplexity of a checkpoint (its own config.toml, plus
-// overrides), over train.eval_batches batches of the validation stream.
-EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides);
+// overrides), over train.eval_batches batches of the validation stream; with `print`, also
+// prints them and runs the task's final evaluation (the long-range tasks' accuracy per length,
+// written into `dir`).
+EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides, bool print = false);
 
 }  // namespace saobp

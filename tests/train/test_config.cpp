@@ -75,11 +75,12 @@ TEST_CASE("shipped configs carry the paper's values", "[config]") {
     }
   }
   const RunConfig q = load_config(shipped("quickstart.toml"));
-  CHECK(q.model.hidden == 64);
   CHECK(q.model.layers == 2);
-  CHECK(q.train.max_steps == 3000);
+  CHECK(q.data.kind == "fortune");
+  CHECK(q.data.path == "/usr/share/games/fortunes");
+  CHECK(q.data.vocab_size == q.model.vocab_size);
   const EncoderConfig e = encoder_config(q);
-  CHECK(e.vocab == 128);
+  CHECK(e.vocab == q.model.vocab_size);
   CHECK(e.attention.variant == AttnVariant::bp_high);
 }
 

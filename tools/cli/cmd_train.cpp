@@ -62,9 +62,7 @@ void register_train(CLI::App& app) {
   ev->add_option("--checkpoint", ckpt, "checkpoint directory")->required();
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {
-    const EvalResult r = evaluate_checkpoint(ckpt, eval_overrides);
-    fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", ckpt, r.loss,
-               r.accuracy, r.perplexity, r.predictions);
+    evaluate_checkpoint(ckpt, eval_overrides, true);
     return 0;
   });
 }

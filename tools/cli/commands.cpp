@@ -25,6 +25,11 @@ void register_all(CLI::App& app) {
   register_explain(app);
   register_bench_step(app);
   register_train(app);
+  register_bench(app);
+  register_vocab(app);
+  register_bench_tokenize(app);
+  register_report(app);
+  register_analyze(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -193,4 +193,10 @@ template <class T>
 cudaError_t launch_rope(const T* x, const double* cs, const double* sn, bool inverse, T* y, int64_t rows,
                         int64_t Tp, int64_t HS);
 
+// ---- sink.cu (T: float, double) ----
+// probs: (B,NH,Tn,Tn)  mask: (B,Tn) u8 or null  keep: (B,NH). The head-skip gate (kernel_list.h).
+template <class T>
+cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep, int64_t B,
+                             int64_t NH, int64_t Tn);
+
 }  // namespace saobp::cuda

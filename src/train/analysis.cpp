@@ -1,0 +1,140 @@
+#include "train/analysis.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/fs.h"
+#include "model/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/task.h"
+
+namespace saobp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The task of a checkpoint with its weights loaded (the checkpoint's own tokenizer when it
+// carries one).
+std::unique_ptr<Task> load_task(const std::string& dir, const std::vector<std::string>& overrides, RunConfig& cfg) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail("analyze", "{}: not a checkpoint directory", dir);
+  cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
+  if (cfg.data.vocab.empty() && fs::exists(fs::path(dir) / "tokenizer.json", ec)) cfg.data.vocab = dir;
+  std::unique_ptr<Task> task = make_task(cfg);
+  load_weights(dir, task->params());
+  return task;
+}
+
+// Rows [0, r) of every (B,...) tensor of the maps and of the mask.
+void keep_rows(std::vector<AttentionMaps>& maps, Tensor& mask, int64_t r) {
+  auto cut = [r](Tensor& t) {
+    if (t.defined()) t = t.slice(0, 0, r).contiguous();
+  };
+  for (AttentionMaps& m : maps) cut(m.attn), cut(m.probs), cut(m.keep), cut(m.values);
+  cut(mask);
+}
+
+}  // namespace
+
+DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt) {
+  if (opt.samples < 1) fail("analyze", "--samples must be >= 1, got {}", opt.samples);
+  RunConfig cfg;
+  const std::unique_ptr<Task> task = load_task(dir, opt.overrides, cfg);
+  DiagnosticsOptions d;
+  d.causal = cfg.model.family == "gpt2";
+  d.graph_metrics = opt.graph_metrics;
+  DiagnosticsAccumulator acc(d);
+  int64_t remaining = opt.samples;
+  for (int64_t index = 0; remaining > 0; ++index) {
+    std::vector<AttentionMaps> maps;
+    Tensor mask;
+    task->attention_maps(Split::valid, index, maps, mask);
+    const int64_t B = maps.front().probs.size(0), r = std::min(B, remaining);
+    if (r < B) keep_rows(maps, mask, r);
+    std::vector<Tensor> values;
+    for (const AttentionMaps& m : maps) values.push_back(m.values);
+    acc.add(maps, mask, &values);
+    remaining -= r;
+  }
+  return acc.report();
+}
+
+void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, const std::string& out_dir) {
+  fs::create_directories(out_dir);
+  nlohmann::json j = r.to_json();
+  j["checkpoint"] = checkpoint;
+  write_file_atomic((fs::path(out_dir) / "analysis.json").string(), j.dump(2) + "\n");
+  write_file_atomic((fs::path(out_dir) / "layers.csv").string(), r.layers_csv());
+  write_file_atomic((fs::path(out_dir) / "heads.csv").string(), r.heads_csv());
+  write_file_atomic((fs::path(out_dir) / "positions.csv").string(), r.positions_csv());
+}
+
+namespace {
+
+Inspection run_inspection(Task& task, const std::vector<int32_t>& ids) {
+  if (ids.empty()) fail("inspect", "the input has no tokens");
+  Inspection in;
+  in.ids = ids;
+  const Tensor t = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  task.inspect(t, in.maps, in.hidden, in.logits);
+  const Tokenizer* tok = task.tokenizer();
+  for (int32_t id : ids) in.tokens.push_back(tok ? tok->id_to_token(id) : fmt::format("id:{}", id));
+  return in;
+}
+
+}  // namespace
+
+Inspection inspect_checkpoint(const std::string& dir, const std::string& text, const std::vector<int32_t>& ids,
+                              const std::vector<std::string>& overrides) {
+  RunConfig cfg;
+  const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
+  std::vector<int32_t> input = ids;
+  if (!text.empty()) {
+    const Tokenizer* tok = task->tokenizer();
+    if (!tok) fail("inspect", "{} has no tokenizer (a synthetic-data run): pass --ids instead of --text", dir);
+    input = tok->encode(text);
+    if (cfg.model.family == "bert") {
+      const SpecialTokens& sp = tok->special();
+      input.insert(input.begin(), sp.cls);
+      input.push_back(sp.sep);
+    }
+  }
+  for (int32_t id : input)
+    if (id < 0 || id >= cfg.model.vocab_size)
+      fail("inspect", "token id {} is outside the model's vocabulary [0, {})", id, cfg.model.vocab_size);
+  return run_inspection(*task, input);
+}
+
+Inspection inspect_sample(const std::string& dir, int64_t index, const std::vector<std::string>& overrides) {
+  RunConfig cfg;
+  const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
+  const int64_t B = task->batch_size();
+  if (B <= 0) fail("inspect", "this task does not expose its batches");
+  Tensor ids, mask;
+  task->batch_inputs(Split::valid, index / B, ids, mask);
+  const int64_t row = index % B, T = ids.size(1);
+  const std::vector<int32_t> all = ids.to_vector<int32_t>();
+  const std::vector<uint8_t> m = mask.to_vector<uint8_t>();
+  std::vector<int32_t> seq;
+  for (int64_t t = 0; t < T; ++t)
+    if (m[static_cast<size_t>(row * T + t)]) seq.push_back(all[static_cast<size_t>(row * T + t)]);
+  return run_inspection(*task, seq);
+}
+
+void write_inspection(const Inspection& in, const std::string& path) {
+  std::vector<NamedTensor> out;
+  const int64_t T = static_cast<int64_t>(in.ids.size());
+  out.push_back({"ids", Tensor::from_vector(in.ids, {T})});
+  auto first = [](const Tensor& t) { return t.slice(0, 0, 1).squeeze(0).contiguous(); };
+  for (size_t l = 0; l < in.maps.size(); ++l) {
+    out.push_back({fmt::format("layer.{}.attn", l), first(in.maps[l].attn)});
+    out.push_back({fmt::format("layer.{}.probs", l), first(in.maps[l].probs)});
+    if (in.maps[l].values.defined()) out.push_back({fmt::format("layer.{}.values", l), first(in.maps[l].values)});
+  }
+  for (size_t i = 0; i < in.hidden.size(); ++i) out.push_back({fmt::format("hidden.{}", i), first(in.hidden[i])});
+  out.push_back({"logits", first(in.logits)});
+  save_safetensors(path, out, {{"tokens", nlohmann::json(in.tokens).dump()}, {"format", "saobp-inspect"}});
+}
+
+}  // namespace saobp

@@ -1,0 +1,182 @@
+// The language-model objectives: BERT with masked-LM, GPT-2 with causal-LM, over a synthetic
+// or a corpus source (data_setup.h).
+#include "autograd/ops.h"
+#include "model/bert.h"
+#include "model/gpt2.h"
+#include "train/data_setup.h"
+#include "train/task.h"
+
+namespace saobp {
+
+namespace {
+
+// The positions of `labels` that are predicted (not -100) and their targets.
+void predicted(const Tensor& labels, std::vector<int32_t>& pos, std::vector<int32_t>& tgt) {
+  const std::vector<int32_t> lab = labels.to_vector<int32_t>();
+  pos.clear(), tgt.clear();
+  for (size_t k = 0; k < lab.size(); ++k)
+    if (lab[k] != -100) pos.push_back(static_cast<int32_t>(k)), tgt.push_back(lab[k]);
+}
+
+class MlmTask : public Task {
+ public:
+  explicit MlmTask(const RunConfig& cfg)
+      : cfg_(cfg), data_(prepare_mlm_data(cfg)), model_(encoder_config(cfg), cfg.train.seed) {}
+  ParamStore& params() override { return model_.params(); }
+  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
+    const MlmBatch b = data_.source->batch(Split::train, index);
+    if (mask) *mask = b.key_mask;
+    return model_.mlm_loss(model_.encode(b.ids, Tensor(), b.key_mask, true, step, maps), b.labels);
+  }
+  EvalResult evaluate() override {
+    NoGradGuard ng;
+    double loss_sum = 0;
+    int64_t correct = 0, n = 0;
+    std::vector<int32_t> pos, tgt;
+    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+      const MlmBatch b = data_.source->batch(Split::valid, i);
+      predicted(b.labels, pos, tgt);
+      if (pos.empty()) continue;
+      const Tensor positions = Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())});
+      score_logits(model_.mlm_logits(model_.encode(b.ids, Tensor(), b.key_mask, false, 0), positions), tgt, loss_sum,
+                   correct, n);
+    }
+    return finish_eval(loss_sum, correct, n);
+  }
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    NoGradGuard ng;
+    const MlmBatch b = data_.source->batch(split, index);
+    mask = b.key_mask;
+    model_.encode(b.ids, Tensor(), b.key_mask, false, 0, &maps);
+  }
+  void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
+               Tensor& logits) override {
+    NoGradGuard ng;
+    model_.capture_hidden(&hidden);
+    const Var h = model_.encode(ids, Tensor(), Tensor(), false, 0, &maps);
+    model_.capture_hidden(nullptr);
+    const int64_t T = ids.size(1);
+    std::vector<int32_t> all(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) all[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    logits = model_.mlm_logits(h, Tensor::from_vector(all, {T})).data().view({1, T, -1});
+  }
+  int64_t batch_size() const override { return cfg_.train.batch_size; }
+  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
+    const auto b = data_.source->batch(split, index);
+    ids = b.ids, mask = b.key_mask;
+  }
+  nlohmann::json hf_config() const override {
+    const ModelSection& m = cfg_.model;
+    nlohmann::json j = {{"architectures", {"BertForMaskedLM"}},
+                        {"model_type", "bert"},
+                        {"vocab_size", m.vocab_size},
+                        {"hidden_size", m.hidden},
+                        {"num_hidden_layers", m.layers},
+                        {"num_attention_heads", m.heads},
+                        {"intermediate_size", m.intermediate},
+                        {"hidden_act", "gelu"},
+                        {"hidden_dropout_prob", m.dropout},
+                        {"attention_probs_dropout_prob", 0.0},
+                        {"max_position_embeddings", m.max_positions},
+                        {"type_vocab_size", 2},
+                        {"initializer_range", 0.02},
+                        {"layer_norm_eps", 1e-12},
+                        {"pad_token_id", data_.pad_id},
+                        {"position_embedding_type", "absolute"},
+                        {"torch_dtype", "float32"}};
+    j.update(saobp_config_fields(m));
+    return j;
+  }
+  const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+
+ private:
+  RunConfig cfg_;
+  MlmData data_;
+  BertForMaskedLM model_;
+};
+
+class ClmTask : public Task {
+ public:
+  explicit ClmTask(const RunConfig& cfg)
+      : cfg_(cfg), data_(prepare_clm_data(cfg)), model_(decoder_config(cfg), cfg.train.seed) {}
+  ParamStore& params() override { return model_.params(); }
+  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
+    const ClmBatch b = data_.source->batch(Split::train, index);
+    if (mask) *mask = b.key_mask;
+    return model_.lm_loss(model_.forward(b.ids, b.key_mask, true, step, maps), b.targets);
+  }
+  EvalResult evaluate() override {
+    NoGradGuard ng;
+    double loss_sum = 0;
+    int64_t correct = 0, n = 0;
+    std::vector<int32_t> rows, tgt;
+    for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
+      const ClmBatch b = data_.source->batch(Split::valid, i);
+      predicted(b.targets, rows, tgt);
+      if (rows.empty()) continue;
+      // Only the rows with a target go through the LM head.
+      const Var h = model_.hidden(b.ids, b.key_mask, false, 0);
+      const Var picked = embedding(reshape(h, {-1, h.size(-1)}),
+                                   Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+      score_logits(model_.lm_head(picked), tgt, loss_sum, correct, n);
+    }
+    return finish_eval(loss_sum, correct, n);
+  }
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    NoGradGuard ng;
+    const ClmBatch b = data_.source->batch(split, index);
+    mask = b.key_mask;
+    model_.hidden(b.ids, b.key_mask, false, 0, &maps);
+  }
+  void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
+               Tensor& logits) override {
+    NoGradGuard ng;
+    model_.capture_hidden(&hidden);
+    const Var h = model_.hidden(ids, Tensor(), false, 0, &maps);
+    model_.capture_hidden(nullptr);
+    logits = model_.lm_head(h).data();
+  }
+  int64_t batch_size() const override { return cfg_.train.batch_size; }
+  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
+    const auto b = data_.source->batch(split, index);
+    ids = b.ids, mask = b.key_mask;
+  }
+  nlohmann::json hf_config() const override {
+    const ModelSection& m = cfg_.model;
+    nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
+                        {"model_type", "gpt2"},
+                        {"vocab_size", m.vocab_size},
+                        {"n_positions", m.max_positions},
+                        {"n_embd", m.hidden},
+                        {"n_layer", m.layers},
+                        {"n_head", m.heads},
+                        {"n_inner", m.intermediate},
+                        {"activation_function", "gelu_new"},
+                        {"resid_pdrop", m.dropout},
+                        {"embd_pdrop", m.dropout},
+                        {"attn_pdrop", 0.0},
+                        {"layer_norm_epsilon", 1e-5},
+                        {"initializer_range", 0.02},
+                        {"tie_word_embeddings", true},
+                        {"bos_token_id", data_.eos_id},
+                        {"eos_token_id", data_.eos_id},
+                        {"torch_dtype", "float32"}};
+    j.update(saobp_config_fields(m));
+    return j;
+  }
+  const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+
+ private:
+  RunConfig cfg_;
+  ClmData data_;
+  GPT2LMHeadModel model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_mlm_task(const RunConfig& cfg) { return std::make_unique<MlmTask>(cfg); }
+std::unique_ptr<Task> make_clm_task(const RunConfig& cfg) { return std::make_unique<ClmTask>(cfg); }
+
+}  // namespace saobp

@@ -1,0 +1,508 @@
+#include "train/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "train/analysis.h"
+#include "train/config.h"
+#include "train/svg.h"
+
+namespace saobp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double number(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
+}
+
+std::vector<double> numbers(const nlohmann::json& j, const char* key) {
+  std::vector<double> v;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return v;
+  for (const auto& x : *it) v.push_back(x.is_number() ? x.get<double>() : kNaN);
+  return v;
+}
+
+// Per-layer series over the eval (or log) lines: [layer][line]; a line without the layer is NaN.
+using LayerSeries = std::vector<std::vector<double>>;
+void push_layers(LayerSeries& s, const std::vector<double>& v, size_t line) {
+  if (s.size() < v.size()) s.resize(v.size());
+  for (auto& layer : s) layer.resize(line + 1, kNaN);
+  for (size_t l = 0; l < v.size(); ++l) s[l][line] = v[l];
+}
+
+struct Metrics {
+  std::vector<double> step, loss, lr;                  // every logged step
+  std::vector<double> eval_step, eval_loss, eval_accuracy;  // every evaluation
+  LayerSeries eval_gtd, eval_entropy, eval_gtd_softmax, eval_entropy_softmax;
+  std::vector<double> skip_step;
+  LayerSeries skip_rate;
+};
+
+Metrics read_metrics(const std::string& path) {
+  Metrics m;
+  const std::string text = read_file(path);
+  size_t pos = 0, lineno = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("report", "{}:{}: not a JSON line: {}", path, lineno, e.what());
+    }
+    if (!j.is_object()) fail("report", "{}:{}: not a JSON object", path, lineno);
+    const double step = number(j, "step");
+    if (j.contains("eval_loss")) {
+      const size_t i = m.eval_step.size();
+      m.eval_step.push_back(step);
+      m.eval_loss.push_back(number(j, "eval_loss"));
+      m.eval_accuracy.push_back(number(j, "eval_accuracy"));
+      push_layers(m.eval_gtd, numbers(j, "eval_gtd"), i);
+      push_layers(m.eval_entropy, numbers(j, "eval_entropy"), i);
+      push_layers(m.eval_gtd_softmax, numbers(j, "eval_gtd_softmax"), i);
+      push_layers(m.eval_entropy_softmax, numbers(j, "eval_entropy_softmax"), i);
+    } else if (j.contains("loss")) {
+      m.step.push_back(step);
+      m.loss.push_back(number(j, "loss"));
+      m.lr.push_back(number(j, "lr"));
+      if (j.contains("skip_rate")) {
+        const size_t i = m.skip_step.size();
+        m.skip_step.push_back(step);
+        push_layers(m.skip_rate, numbers(j, "skip_rate"), i);
+      }
+    }
+  }
+  return m;
+}
+
+struct Run {
+  std::string dir, name, variant, label, color;
+  RunConfig cfg;
+  double lambda = kNaN;
+  Metrics metrics;
+  LayerMetrics a, b;
+  bool identical = false;     // A == B (attention "original")
+  std::string analysis_from;  // where a/b came from
+  Inspection sample;
+};
+
+std::string base_name(const std::string& dir) {
+  fs::path p(dir);
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string n = p.filename().string();
+  return n.empty() ? dir : n;
+}
+
+Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
+  Run r;
+  r.dir = dir;
+  r.name = base_name(dir);
+  r.color = svg::palette(index);
+  if (!fs::is_directory(dir)) fail("report", "run directory {} does not exist", dir);
+  const fs::path metrics = fs::path(dir) / "metrics.jsonl", final_dir = fs::path(dir) / "final";
+  if (!fs::is_regular_file(metrics))
+    fail("report", "run {} has no metrics.jsonl (expected {}): is it a `saobp train` run directory?", dir,
+         metrics.string());
+  if (!fs::is_regular_file(final_dir / "config.json") || !fs::is_regular_file(final_dir / "config.toml"))
+    fail("report", "run {} has no final checkpoint ({} with config.json and config.toml): did training finish?", dir,
+         final_dir.string());
+  nlohmann::json hf;
+  try {
+    hf = nlohmann::json::parse(read_file((final_dir / "config.json").string()));
+  } catch (const nlohmann::json::exception& e) {
+    fail("report", "{}: not JSON: {}", (final_dir / "config.json").string(), e.what());
+  }
+  r.cfg = load_config((final_dir / "config.toml").string());
+  r.variant = hf.value("saobp_attention", std::string(variant_name(r.cfg.model.attention)));
+  r.lambda = hf.contains("saobp_lambda") && hf["saobp_lambda"].is_number() ? hf["saobp_lambda"].get<double>()
+                                                                            : r.cfg.model.lambda;
+  r.label = fmt::format("{} ({})", r.name, r.variant);
+  r.identical = r.variant == "original";
+  r.metrics = read_metrics(metrics.string());
+
+  const fs::path analysis = final_dir / "analysis.json";
+  nlohmann::json report;
+  if (fs::is_regular_file(analysis)) {
+    try {
+      report = nlohmann::json::parse(read_file(analysis.string()));
+    } catch (const nlohmann::json::exception& e) {
+      fail("report", "{}: not JSON: {} (rerun `saobp analyze` or delete it)", analysis.string(), e.what());
+    }
+    r.analysis_from = analysis.string();
+  } else {
+    AnalysisOptions ao;
+    ao.samples = opt.samples;
+    ao.graph_metrics = false;
+    report = analyze_checkpoint(final_dir.string(), ao).to_json();
+    r.analysis_from = fmt::format("computed over {} validation samples", opt.samples);
+  }
+  r.a = layer_metrics_from_json(report, "attn", r.analysis_from);
+  r.b = layer_metrics_from_json(report, "probs", r.analysis_from);
+  r.sample = inspect_sample(final_dir.string(), opt.sample_index);
+  return r;
+}
+
+// ---- page pieces --------------------------------------------------------------------------------
+
+std::string lighter(const std::string& hex) {  // halfway to white
+  unsigned rgb[3];
+  for (int k = 0; k < 3; ++k) rgb[k] = static_cast<unsigned>(std::stoul(hex.substr(1 + 2 * k, 2), nullptr, 16));
+  return fmt::format("#{:02x}{:02x}{:02x}", (rgb[0] + 255) / 2, (rgb[1] + 255) / 2, (rgb[2] + 255) / 2);
+}
+
+std::vector<double> iota(size_t n) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
+  return v;
+}
+
+struct Page {
+  std::string html;
+  std::vector<std::string> figures;  // every chart id, checked by the inline script
+  void add(const std::string& id, const std::string& svg) {
+    figures.push_back(id);
+    html += "<div class=\"fig\">" + svg + "</div>\n";
+  }
+  void caption(const std::string& text) { html += "<p class=\"caption\">" + svg::escape(text) + "</p>\n"; }
+};
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string fmt_num(double v, const char* f = "{:.4f}") {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : std::string("–");
+}
+
+double last_finite(const std::vector<double>& v) {
+  for (auto it = v.rbegin(); it != v.rend(); ++it)
+    if (std::isfinite(*it)) return *it;
+  return kNaN;
+}
+
+void header(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
+  p.html += "<h1>saobp training report</h1>\n";
+  p.html += fmt::format("<p class=\"meta\">Generated {} &middot; {} run(s) &middot; end-of-training metrics over {} "
+                        "validation samples (unless read from analysis.json) &middot; heatmap sample {}</p>\n",
+                        utc_now(), runs.size(), opt.samples, opt.sample_index);
+  p.html += "<table><tr><th></th><th>run</th><th>family</th><th>size</th><th>attention</th><th>&lambda;</th>"
+            "<th>steps</th><th>final train loss</th><th>final eval loss</th><th>eval accuracy</th>"
+            "<th>Fig. 4 metrics</th><th>directory</th></tr>\n";
+  for (const Run& r : runs) {
+    const ModelSection& m = r.cfg.model;
+    const double steps_done = r.metrics.step.empty() ? kNaN : r.metrics.step.back();
+    p.html += fmt::format(
+        "<tr><td><span class=\"swatch\" style=\"background:{}\"></span></td><td><b>{}</b></td><td>{}</td>"
+        "<td>{}: L={} H={} NH={} FF={}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td><code>{}</code></td></tr>\n",
+        r.color, svg::escape(r.name), svg::escape(m.family), svg::escape(m.preset), m.layers, m.hidden, m.heads,
+        m.intermediate, svg::escape(r.variant), r.identical ? std::string("–") : fmt_num(r.lambda, "{:g}"),
+        fmt_num(steps_done, "{:.0f}"), r.cfg.train.max_steps, fmt_num(last_finite(r.metrics.loss)),
+        fmt_num(last_finite(r.metrics.eval_loss)), fmt_num(last_finite(r.metrics.eval_accuracy)),
+        svg::escape(r.analysis_from), svg::escape(r.dir));
+  }
+  p.html += "</table>\n";
+}
+
+void training_curves(Page& p, const std::vector<Run>& runs) {
+  p.html += "<h2 id=\"training\">1. Training curves</h2>\n<div class=\"row\">\n";
+  svg::LineChart loss{"fig-train-loss", "Training loss", "step", "loss", {}};
+  svg::LineChart eval{"fig-eval-loss", "Eval loss", "step", "eval loss", {}};
+  svg::LineChart lr{"fig-lr", "Learning rate", "step", "learning rate", {}};
+  for (const Run& r : runs) {
+    loss.series.push_back({r.label, r.color, r.metrics.step, r.metrics.loss});
+    eval.series.push_back({r.label, r.color, r.metrics.eval_step, r.metrics.eval_loss, false, true});
+    lr.series.push_back({r.label, r.color, r.metrics.step, r.metrics.lr});
+  }
+  p.add(loss.id, svg::line_chart(loss));
+  p.add(eval.id, svg::line_chart(eval));
+  p.add(lr.id, svg::line_chart(lr));
+  p.html += "</div>\n";
+}
+
+std::string identical_note(const std::vector<Run>& runs) {
+  std::vector<std::string> names;
+  for (const Run& r : runs)
+    if (r.identical) names.push_back(r.name);
+  if (names.empty()) return "";
+  return fmt::format(" For {} (attention \"original\") A and B are identical: drawn once.", fmt::join(names, ", "));
+}
+
+void layer_figures(Page& p, const std::vector<Run>& runs) {
+  p.html += "<h2 id=\"layers\">2. Per-layer attention metrics at the end of training (paper Fig. 4)</h2>\n"
+            "<div class=\"row\">\n";
+  struct Metric {
+    const char* id;
+    const char* title;
+    const char* ylabel;
+    std::vector<double> LayerMetrics::*field;
+  };
+  const Metric metrics[] = {{"fig-layer-gtd", "GTD per layer", "GTD (eq. 13)", &LayerMetrics::gtd},
+                            {"fig-layer-indirect-entropy", "Indirect entropy per layer", "indirect entropy (nats)",
+                             &LayerMetrics::indirect_entropy},
+                            {"fig-layer-entropy", "Mean attention entropy per layer", "entropy (nats)",
+                             &LayerMetrics::entropy}};
+  for (const Metric& m : metrics) {
+    svg::LineChart c{m.id, m.title, "layer", m.ylabel, {}};
+    c.integer_x = true;
+    for (const Run& r : runs) {
+      const std::vector<double>& b = r.b.*m.field;
+      c.series.push_back({r.identical ? r.label : r.label + " B", r.color, iota(b.size()), b, false, true});
+      if (!r.identical) {
+        const std::vector<double>& a = r.a.*m.field;
+        c.series.push_back({r.label + " A", r.color, iota(a.size()), a, true, true});
+      }
+    }
+    p.add(m.id, svg::line_chart(c));
+  }
+  p.html += "</div>\n";
+  p.caption("Solid: B (the refined map); dashed: A (the softmax map of the same model). Layer means over heads and "
+            "validation samples." + identical_note(runs));
+}
+
+void head_entropy(Page& p, const std::vector<Run>& runs) {
+  p.html += "<h2 id=\"heads\">3. Last-layer head entropy (paper Fig. 4, column 4)</h2>\n<div class=\"row\">\n";
+  svg::BarChart c{"fig-head-entropy", "Entropy of each head of the last layer", "head", "entropy (nats)", {}, {}};
+  size_t heads = 0;
+  for (const Run& r : runs) {
+    heads = std::max(heads, r.b.last_layer_head_entropy.size());
+    c.series.push_back({r.identical ? r.label : r.label + " B", r.color, r.b.last_layer_head_entropy});
+    if (!r.identical) c.series.push_back({r.label + " A", lighter(r.color), r.a.last_layer_head_entropy});
+  }
+  for (size_t h = 0; h < heads; ++h) c.categories.push_back(fmt::format("{}", h));
+  c.width = std::max<int>(460, static_cast<int>(80 + heads * c.series.size() * 22));
+  p.add(c.id, svg::bar_chart(c));
+  p.html += "</div>\n";
+  p.caption("Dark bars: B (refined); light bars of the same hue: A (softmax)." + identical_note(runs));
+}
+
+void trends(Page& p, const std::vector<Run>& runs) {
+  p.html += "<h2 id=\"trends\">4. Per-layer eval GTD and entropy over training</h2>\n";
+  size_t layers = 0;
+  for (const Run& r : runs) layers = std::max({layers, r.metrics.eval_gtd.size(), r.metrics.eval_entropy.size()});
+  bool any = false;
+  for (const Run& r : runs) any = any || !r.metrics.eval_step.empty();
+  if (!any) {
+    p.caption("No evaluation lines in metrics.jsonl (train.eval_every = 0): no trends to draw.");
+    return;
+  }
+  struct Metric {
+    const char* key;
+    const char* name;
+    LayerSeries Metrics::*b;
+    LayerSeries Metrics::*a;
+  };
+  const Metric metrics[] = {{"gtd", "GTD", &Metrics::eval_gtd, &Metrics::eval_gtd_softmax},
+                            {"entropy", "entropy", &Metrics::eval_entropy, &Metrics::eval_entropy_softmax}};
+  for (const Metric& m : metrics) {
+    p.html += "<div class=\"row\">\n";
+    for (size_t l = 0; l < layers; ++l) {
+      const std::string id = fmt::format("fig-trend-{}-l{}", m.key, l);
+      svg::LineChart c{id, fmt::format("Layer {}: eval {}", l, m.name), "step", m.name, {}};
+      c.width = 340;
+      c.height = 240;
+      for (const Run& r : runs) {
+        const LayerSeries& b = r.metrics.*m.b;
+        const LayerSeries& a = r.metrics.*m.a;
+        if (l < b.size())
+          c.series.push_back({r.identical ? r.label : r.label + " B", r.color, r.metrics.eval_step, b[l], false, true});
+        if (!r.identical && l < a.size())
+          c.series.push_back({r.label + " A", r.color, r.metrics.eval_step, a[l], true, true});
+      }
+      p.add(id, svg::line_chart(c));
+    }
+    p.html += "</div>\n";
+  }
+  p.caption("One chart per layer; solid: B (refined), dashed: A (softmax), measured at every evaluation on a probe "
+            "batch of the validation stream." + identical_note(runs));
+}
+
+// (1,NH,T,T) -> head `h` as a (T x T) row-major grid, average-pooled to at most `max_side` per side.
+std::vector<double> head_grid(const Tensor& maps, int64_t h, int64_t max_side, int64_t& side, int64_t& pool) {
+  const int64_t T = maps.size(-1);
+  const std::vector<float> v = maps.to_vector<float>();
+  pool = (T + max_side - 1) / max_side;
+  side = (T + pool - 1) / pool;
+  std::vector<double> g(static_cast<size_t>(side * side), 0.0), n(g.size(), 0.0);
+  const size_t base = static_cast<size_t>(h * T * T);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j) {
+      const size_t k = static_cast<size_t>((i / pool) * side + j / pool);
+      g[k] += v[base + static_cast<size_t>(i * T + j)];
+      n[k] += 1;
+    }
+  for (size_t k = 0; k < g.size(); ++k) g[k] /= n[k];
+  return g;
+}
+
+void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
+  p.html += "<h2 id=\"heatmaps\">5. Attention heatmaps (paper Fig. 6)</h2>\n";
+  p.caption(fmt::format("Validation sample {} of each run, head 0 of every layer: rows are queries, columns keys. "
+                        "A (softmax) and B (refined) of a layer share one color scale.",
+                        opt.sample_index));
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const Run& r = runs[ri];
+    const Inspection& s = r.sample;
+    p.html += fmt::format("<h3><span class=\"swatch\" style=\"background:{}\"></span> {} &mdash; {} tokens</h3>\n",
+                          r.color, svg::escape(r.label), s.ids.size());
+    for (size_t l = 0; l < s.maps.size(); ++l) {
+      const AttentionMaps& m = s.maps[l];
+      const int64_t T = m.attn.size(-1);
+      int64_t side = 0, pool = 1;
+      const std::vector<double> a = head_grid(m.attn, 0, 128, side, pool);
+      const std::vector<double> b = r.identical ? a : head_grid(m.probs.defined() ? m.probs : m.attn, 0, 128, side, pool);
+      double vmax = 0;
+      for (double x : a) vmax = std::max(vmax, x);
+      for (double x : b) vmax = std::max(vmax, x);
+      svg::Heatmap h;
+      h.rows = h.cols = side;
+      h.vmin = 0;
+      h.vmax = vmax > 0 ? vmax : 1;
+      h.cell = static_cast<int>(std::clamp<int64_t>(512 / std::max<int64_t>(side, 1), 2, 20));
+      if (T <= 64 && pool == 1) h.row_labels = h.col_labels = s.tokens;
+      if (pool > 1) h.xlabel = fmt::format("key ({}x{} blocks averaged)", pool, pool);
+      p.html += "<div class=\"row\">\n";
+      h.id = fmt::format("fig-heat-r{}-l{}-a", ri, l);
+      h.values = a;
+      h.title = r.identical ? fmt::format("Layer {} head 0: A (= B, original)", l)
+                            : fmt::format("Layer {} head 0: A (softmax)", l);
+      p.add(h.id, svg::heatmap(h));
+      if (!r.identical) {
+        h.id = fmt::format("fig-heat-r{}-l{}-b", ri, l);
+        h.values = b;
+        h.title = fmt::format("Layer {} head 0: B (refined)", l);
+        p.add(h.id, svg::heatmap(h));
+      }
+      p.html += "</div>\n";
+    }
+  }
+}
+
+void skip_rates(Page& p, const std::vector<Run>& runs) {
+  p.html += "<h2 id=\"skip\">6. Head-skip rates per layer</h2>\n";
+  std::vector<std::string> off;
+  svg::LineChart c{"fig-skip", "Fraction of (sample, head) skipped", "step", "skip rate", {}};
+  c.width = 560;
+  for (const Run& r : runs) {
+    if (r.metrics.skip_rate.empty()) {
+      off.push_back(r.name);
+      continue;
+    }
+    for (size_t l = 0; l < r.metrics.skip_rate.size(); ++l) {
+      // Layers of one run share its hue, from dark (layer 0) to light (last layer).
+      const std::string color = l % 2 == 0 ? r.color : lighter(r.color);
+      c.series.push_back({fmt::format("{} layer {}", r.label, l), color, r.metrics.skip_step, r.metrics.skip_rate[l],
+                          l % 2 == 1, false});
+    }
+  }
+  if (!c.series.empty()) {
+    p.html += "<div class=\"row\">\n";
+    p.add(c.id, svg::line_chart(c));
+    p.html += "</div>\n";
+  }
+  if (!off.empty()) p.caption(fmt::format("{}: head skip off (no skip_rate in metrics.jsonl).", fmt::join(off, ", ")));
+}
+
+constexpr const char* kStyle = R"(<style>
+body { font-family: sans-serif; margin: 20px 28px; color: #222; }
+h1 { margin-bottom: 4px; } h2 { margin-top: 30px; border-bottom: 1px solid #ccc; padding-bottom: 3px; }
+h3 { margin: 14px 0 4px; font-size: 15px; }
+.meta { color: #555; margin-top: 0; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; }
+th { background: #f2f2f2; }
+.swatch { display: inline-block; width: 14px; height: 14px; border-radius: 2px; vertical-align: middle; }
+.row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
+.fig { border: 1px solid #eee; padding: 4px; }
+.caption { color: #555; font-size: 13px; max-width: 1100px; }
+</style>
+)";
+
+// Marks the page checked (html[data-report-check="ok"]) when every listed figure is a non-empty,
+// laid-out <svg>: what the headless-browser test looks for.
+constexpr const char* kCheckScript = R"(<script>
+(function () {
+  var ids = document.body.getAttribute('data-figures').split(' '), bad = [];
+  for (var i = 0; i < ids.length; i++) {
+    var e = document.getElementById(ids[i]);
+    if (!e || e.tagName.toLowerCase() !== 'svg' || e.childElementCount === 0) { bad.push(ids[i]); continue; }
+    var b = e.getBBox();
+    if (!(b.width > 0 && b.height > 0)) bad.push(ids[i]);
+  }
+  document.documentElement.setAttribute('data-report-check', bad.length ? 'missing: ' + bad.join(' ') : 'ok');
+})();
+</script>
+)";
+
+}  // namespace
+
+LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map, const std::string& source) {
+  const nlohmann::json* r = &j;
+  if (!r->contains(map) && r->contains("report")) r = &(*r)["report"];
+  if (!r->is_object() || !r->contains(map) || !(*r)[map].is_object() || !(*r)[map].contains("layers"))
+    fail("report", "{}: no \"{}\" map with \"layers\" (expected DiagnosticsReport JSON from `saobp analyze`)", source,
+         map);
+  const nlohmann::json& m = (*r)[map];
+  LayerMetrics out;
+  for (const auto& layer : m["layers"]) {
+    out.gtd.push_back(number(layer, "gtd"));
+    out.indirect_entropy.push_back(number(layer, "indirect_entropy"));
+    out.entropy.push_back(number(layer, "entropy"));
+  }
+  out.last_layer_head_entropy = numbers(m, "last_layer_head_entropy");
+  return out;
+}
+
+std::string build_report(const ReportOptions& opt) {
+  if (opt.runs.empty()) fail("report", "no run directory given");
+  if (opt.samples < 1) fail("report", "--samples must be >= 1, got {}", opt.samples);
+  if (opt.sample_index < 0) fail("report", "--sample-index must be >= 0, got {}", opt.sample_index);
+  std::vector<Run> runs;
+  for (size_t i = 0; i < opt.runs.size(); ++i) runs.push_back(load_run(opt.runs[i], i, opt));
+
+  Page p;
+  header(p, runs, opt);
+  training_curves(p, runs);
+  layer_figures(p, runs);
+  head_entropy(p, runs);
+  trends(p, runs);
+  heatmaps(p, runs, opt);
+  skip_rates(p, runs);
+
+  std::string names;
+  for (const Run& r : runs) names += (names.empty() ? "" : ", ") + r.label;
+  std::string ids;
+  for (const std::string& id : p.figures) ids += (ids.empty() ? "" : " ") + id;
+  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>saobp report: "
+                     "{}</title>\n{}</head>\n<body data-figures=\"{}\">\n{}{}</body>\n</html>\n",
+                     svg::escape(names), kStyle, svg::escape(ids), p.html, kCheckScript);
+}
+
+void write_report(const ReportOptions& opt) { write_file_atomic(opt.out, build_report(opt)); }
+
+}  // namespace saobp

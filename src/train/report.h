@@ -1,0 +1,41 @@
+// `saobp report RUN_DIR...`: one self-contained HTML page (inline SVG, no external resource)
+// comparing training runs: loss and learning-rate curves, the paper's Fig. 4 per-layer metrics
+// at the end of training (A and B), their trends over training, the last layer's head entropy,
+// attention heatmaps of one validation sample (Fig. 6) and head-skip rates.
+//
+// A run directory holds metrics.jsonl (src/train/trainer.cpp) and the checkpoint final/; the
+// end-of-training metrics come from final/analysis.json when `saobp analyze` wrote one, else
+// from analyze_checkpoint(final, {samples, graph_metrics = false}).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace saobp {
+
+struct ReportOptions {
+  std::vector<std::string> runs;   // run directories
+  std::string out = "report.html";
+  int64_t samples = 128;           // validation sequences averaged when analysis.json is absent
+  int64_t sample_index = 0;        // the validation sample of the heatmaps
+};
+
+// The per-layer maps metrics of one attention map (A or B), read from DiagnosticsReport JSON.
+struct LayerMetrics {
+  std::vector<double> gtd, indirect_entropy, entropy;  // [L]
+  std::vector<double> last_layer_head_entropy;         // [NH]
+};
+
+// Reads the "attn" ("A") or "probs" ("B") map of a DiagnosticsReport::to_json object; `j` may
+// also be a wrapper holding it under "report" (analysis.json). Throws naming `source`.
+LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map, const std::string& source);
+
+// The page as a string (nothing written). Throws saobp::Error("[report] ...") naming the run
+// directory when its metrics.jsonl or final checkpoint is missing.
+std::string build_report(const ReportOptions& opt);
+
+// build_report, written atomically to opt.out.
+void write_report(const ReportOptions& opt);
+
+}  // namespace saobp

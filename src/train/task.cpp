@@ -1,0 +1,49 @@
+#include "train/task.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/ops.h"
+
+namespace saobp {
+
+void score_logits(const Var& logits, const std::vector<int32_t>& tgt, double& loss_sum, int64_t& correct, int64_t& n) {
+  const int64_t N = static_cast<int64_t>(tgt.size()), V = logits.size(-1);
+  if (N == 0) return;
+  const Var flat = reshape(logits, {N, V});
+  loss_sum += cross_entropy(flat, Tensor::from_vector(tgt, {N}, logits.device())).data().item() * static_cast<double>(N);
+  const std::vector<float> l = flat.data().to_vector<float>();
+  for (int64_t k = 0; k < N; ++k) {
+    const float* row = l.data() + k * V;
+    correct += std::max_element(row, row + V) - row == tgt[static_cast<size_t>(k)];
+  }
+  n += N;
+}
+
+EvalResult finish_eval(double loss_sum, int64_t correct, int64_t n) {
+  EvalResult r;
+  r.predictions = n;
+  if (n) {
+    r.loss = loss_sum / static_cast<double>(n);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+    r.perplexity = std::exp(r.loss);
+  }
+  return r;
+}
+
+nlohmann::json saobp_config_fields(const ModelSection& m) {
+  return {{"saobp_attention", variant_name(m.attention)}, {"saobp_lambda", m.lambda},
+          {"saobp_layer_lambdas", m.layer_lambdas},      {"saobp_learnable_lambda", m.learnable_lambda},
+          {"saobp_bp_steps", m.bp_steps},                {"saobp_positions", m.positions}};
+}
+
+std::unique_ptr<Task> make_task(const RunConfig& cfg) {
+  if (Device::parse(cfg.train.device) != Device::cpu())
+    fail("train", "train.device '{}': the trainer runs on the CPU in this build", cfg.train.device);
+  if (cfg.data.kind == "task") return make_cls_task(cfg);
+  if (cfg.model.family == "bert") return make_mlm_task(cfg);
+  if (cfg.model.family == "gpt2") return make_clm_task(cfg);
+  fail("train", "model.family '{}' is not bert or gpt2", cfg.model.family);
+}
+
+}  // namespace saobp

@@ -1,0 +1,88 @@
+// What the training loop needs of an objective (masked LM, causal LM, a long-range
+// classification task): its parameters, the loss of training batch n, a held-out evaluation,
+// and the Hugging Face config.json of its model. The loop (trainer.cpp) knows nothing else.
+//
+// Batches are pure functions of (config, batch index), so a run resumes from the saved index.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "autograd/var.h"
+#include "data/lm_source.h"
+#include "data/tokenizer.h"
+#include "model/params.h"
+#include "train/config.h"
+
+namespace saobp {
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, perplexity = 0;
+  int64_t predictions = 0;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual ParamStore& params() = 0;
+  // Loss of batch `index` of the training stream, with dropout keys of `dropout_step`; fills
+  // maps (every layer's A and B) and mask (the batch's key mask) when maps is not null.
+  virtual Var train_loss(int64_t index, uint64_t dropout_step, std::vector<AttentionMaps>* maps, Tensor* mask) = 0;
+  // Loss, accuracy and perplexity over train.eval_batches batches of the held-out stream.
+  virtual EvalResult evaluate() = 0;
+  // A fixed held-out batch through the model in eval mode, for diagnostics: fills every
+  // layer's maps and the key mask.
+  virtual void probe(std::vector<AttentionMaps>& maps, Tensor& mask) = 0;
+  // Batch `index` of a split through the model in eval mode (`saobp analyze`): every layer's
+  // maps (with values) and the key mask.
+  virtual void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) {
+    (void)split, (void)index, (void)maps, (void)mask;
+    fail("analyze", "this task does not provide attention maps of its batches");
+  }
+  // One sequence ids (1,T) through the model in eval mode (`saobp inspect`): every layer's maps,
+  // the hidden states (embeddings, then each layer) and the output logits.
+  virtual void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
+                       Tensor& logits) {
+    (void)ids, (void)maps, (void)hidden, (void)logits;
+    fail("inspect", "this task does not support inspection");
+  }
+  // The inputs of batch `index` of a split: ids (B,T) i32 and key mask (B,T) u8.
+  virtual void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) {
+    (void)split, (void)index, (void)ids, (void)mask;
+    fail("inspect", "this task does not expose its batches");
+  }
+  // Batch size of attention_maps.
+  virtual int64_t batch_size() const { return 0; }
+  // Evaluation beyond evaluate() that a task defines (the long-range tasks: accuracy per
+  // sequence length), printed and written under out_dir; null when the task has none.
+  virtual nlohmann::json final_evaluation(const std::string& out_dir, bool print) {
+    (void)out_dir, (void)print;
+    return nullptr;
+  }
+  virtual nlohmann::json hf_config() const = 0;
+  // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
+  virtual const Tokenizer* tokenizer() const { return nullptr; }
+};
+
+// The task of cfg: bert + corpus/synthetic -> masked LM, gpt2 -> causal LM, data.kind "task"
+// -> the long-range classification task. Builds the model (seeded by train.seed) and prepares
+// the data (tokenizer, token cache) under train.run_dir.
+std::unique_ptr<Task> make_task(const RunConfig& cfg);
+
+std::unique_ptr<Task> make_mlm_task(const RunConfig& cfg);
+std::unique_ptr<Task> make_clm_task(const RunConfig& cfg);
+// data.kind "task": data.task (data/tasks.h) with a sequence-classification head (cls_task.cpp).
+std::unique_ptr<Task> make_cls_task(const RunConfig& cfg);
+
+// Shared by the tasks: accumulates the cross-entropy and argmax accuracy of (N,V) logits
+// against N targets; finish turns the sums into an EvalResult.
+void score_logits(const Var& logits, const std::vector<int32_t>& targets, double& loss_sum, int64_t& correct,
+                  int64_t& n);
+EvalResult finish_eval(double loss_sum, int64_t correct, int64_t n);
+
+// The saobp fields of config.json (attention variant, λ, positions), shared by the families.
+nlohmann::json saobp_config_fields(const ModelSection& m);
+
+}  // namespace saobp

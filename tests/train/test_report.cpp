@@ -1,0 +1,251 @@
+// `saobp report`: the SVG primitives (escaping, ranges with NaN, degenerate series), the page
+// end to end on two tiny trained runs, and (when chromium is installed) a headless render.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "core/fs.h"
+#include "train/config.h"
+#include "train/report.h"
+#include "train/svg.h"
+#include "train/trainer.h"
+
+using namespace saobp;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("saobp-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The numbers in every attribute of the markup are finite: no "nan" or "inf" leaked into it.
+bool all_numbers_finite(const std::string& svg) {
+  static const std::regex bad("=\"[^\"]*(nan|inf)[^\"]*\"", std::regex::icase);
+  return !std::regex_search(svg, bad);
+}
+
+// chromium (or chromium-browser) on PATH, "" when absent.
+std::string find_chromium() {
+  const char* path = std::getenv("PATH");
+  if (!path) return "";
+  std::string p = path;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    for (const char* name : {"chromium", "chromium-browser"}) {
+      const fs::path c = fs::path(p.substr(start, end - start)) / name;
+      if (!c.parent_path().empty() && ::access(c.c_str(), X_OK) == 0) return c.string();
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+RunConfig tiny_run(const std::string& run_dir, const std::string& attention, std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"model.preset=custom",   "model.vocab_size=32",  "model.hidden=16",
+                                "model.layers=2",        "model.heads=2",        "model.intermediate=32",
+                                "model.max_positions=16", "model.attention=" + attention, "train.seq_len=12",
+                                "train.batch_size=4",    "train.max_steps=6",    "train.warmup_steps=2",
+                                "train.lr=3e-3",         "train.eval_every=3",   "train.eval_batches=2",
+                                "train.log_every=1",     "train.save_every=0",   "train.run_dir=" + run_dir};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_config("", o);
+}
+
+}  // namespace
+
+TEST_CASE("report svg: escaping of text and attributes", "[report]") {
+  CHECK(svg::escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#39;");
+  CHECK(svg::escape("plain") == "plain");
+  CHECK(svg::escape(std::string("x\x01y")) == "x\xEF\xBF\xBDy");
+  CHECK(svg::escape("caf\xC3\xA9") == "caf\xC3\xA9");  // UTF-8 passes through
+  svg::LineChart c{"id\"x", "<title> & co", "x <", "y >", {}};
+  c.series.push_back({"run <'a'>", "#123456", {0, 1}, {1, 2}});
+  const std::string s = svg::line_chart(c);
+  CHECK(s.find("id=\"id&quot;x\"") != std::string::npos);
+  CHECK(s.find("&lt;title&gt; &amp; co") != std::string::npos);
+  CHECK(s.find("run &lt;&#39;a&#39;&gt;") != std::string::npos);
+  CHECK(s.find("<title>") == std::string::npos);
+  CHECK(s.find("run <") == std::string::npos);
+
+  svg::Heatmap h;
+  h.id = "hm";
+  h.rows = h.cols = 2;
+  h.values = {0.5, 0.5, 1, 0};
+  h.row_labels = h.col_labels = {"<s>", "a&b"};
+  const std::string hm = svg::heatmap(h);
+  CHECK(count(hm, "&lt;s&gt;") == 2);
+  CHECK(count(hm, "a&amp;b") == 2);
+  CHECK(hm.find("<s>") == std::string::npos);
+}
+
+TEST_CASE("report svg: axis ranges skip NaN and infinity, ticks cover the data", "[report]") {
+  const svg::Range r = svg::finite_range({kNaN, 3, 1, INFINITY, -INFINITY, 2});
+  CHECK(r.found);
+  CHECK(r.lo == 1);
+  CHECK(r.hi == 3);
+  CHECK_FALSE(svg::finite_range({kNaN, kNaN}).found);
+  CHECK_FALSE(svg::finite_range({}).found);
+
+  for (auto [lo, hi] : {std::pair{0.13, 0.87}, {-3.0, 250.0}, {1e-4, 9e-4}, {2.0, 2.0}, {0.0, 0.0}, {-5.0, -5.0}}) {
+    const std::vector<double> t = svg::nice_ticks(lo, hi, 5);
+    INFO(lo << " .. " << hi);
+    REQUIRE(t.size() >= 2);
+    CHECK(t.front() <= lo);
+    CHECK(t.back() >= hi);
+    CHECK(t.back() > t.front());
+    CHECK(t.size() <= 12);
+    for (size_t i = 2; i < t.size(); ++i) CHECK(std::abs((t[i] - t[i - 1]) - (t[1] - t[0])) < 1e-9 * std::abs(t[1]));
+  }
+  CHECK(svg::tick_label(0.4, 0.2) == "0.4");
+  CHECK(svg::tick_label(200, 100) == "200");
+  CHECK(svg::tick_label(0, 0.5) == "0");
+  CHECK(svg::tick_label(0.0004, 0.0002) == "0.0004");
+
+  // A NaN in the middle of a series breaks the line in two; it never reaches the markup.
+  svg::LineChart c{"c", "t", "x", "y", {}};
+  c.series.push_back({"s", "#000000", {0, 1, 2, 3, 4}, {1, 2, kNaN, 4, 5}});
+  const std::string s = svg::line_chart(c);
+  CHECK(count(s, "<polyline") == 2);
+  CHECK(all_numbers_finite(s));
+  CHECK(s.find("no data") == std::string::npos);
+}
+
+TEST_CASE("report svg: a constant series, a single point, no data", "[report]") {
+  svg::LineChart c{"c", "constant", "step", "loss", {}};
+  c.series.push_back({"flat", "#000000", {0, 10, 20}, {2.5, 2.5, 2.5}});
+  std::string s = svg::line_chart(c);
+  CHECK(count(s, "<polyline") == 1);
+  CHECK(all_numbers_finite(s));
+
+  c.series = {{"one", "#000000", {7}, {0.3}}};
+  s = svg::line_chart(c);
+  CHECK(count(s, "<polyline") == 0);
+  CHECK(count(s, "<circle") == 1);
+  CHECK(all_numbers_finite(s));
+
+  c.series = {{"nothing", "#000000", {0, 1}, {kNaN, kNaN}}};
+  s = svg::line_chart(c);
+  CHECK(s.find("no data") != std::string::npos);
+  CHECK(all_numbers_finite(s));
+
+  svg::BarChart b{"b", "bars", "head", "entropy", {"0", "1", "2"}, {}};
+  b.series.push_back({"r", "#111111", {1.0, kNaN, 2.0}});
+  s = svg::bar_chart(b);
+  CHECK(count(s, "<rect") == 1 + 2 + 1);  // frame, two bars, legend swatch
+  CHECK(all_numbers_finite(s));
+
+  CHECK(svg::color_map(0) == "#440154");
+  CHECK(svg::color_map(1) == "#fde725");
+  CHECK(svg::color_map(2) == "#fde725");
+  CHECK(svg::color_map(kNaN) == "#dddddd");
+}
+
+TEST_CASE("report: layer metrics are read from DiagnosticsReport JSON, bad input names the file", "[report]") {
+  const nlohmann::json j = {
+      {"attn",
+       {{"layers", {{{"gtd", 0.1}, {"indirect_entropy", 1.0}, {"entropy", 2.0}},
+                    {{"gtd", nullptr}, {"indirect_entropy", 1.5}, {"entropy", 2.5}}}},
+        {"last_layer_head_entropy", {2.4, 2.6}}}},
+      {"probs", {{"layers", nlohmann::json::array()}, {"last_layer_head_entropy", nlohmann::json::array()}}}};
+  const LayerMetrics a = layer_metrics_from_json(j, "attn", "x.json");
+  REQUIRE(a.gtd.size() == 2);
+  CHECK(a.gtd[0] == 0.1);
+  CHECK(std::isnan(a.gtd[1]));
+  CHECK(a.entropy[1] == 2.5);
+  CHECK(a.last_layer_head_entropy == std::vector<double>{2.4, 2.6});
+  const LayerMetrics wrapped = layer_metrics_from_json({{"report", j}}, "attn", "x.json");
+  CHECK(wrapped.indirect_entropy == a.indirect_entropy);
+  CHECK_THROWS_WITH(layer_metrics_from_json({{"foo", 1}}, "attn", "x.json"), Catch::Contains("x.json"));
+
+  const std::string dir = temp_dir("report-missing");
+  fs::create_directories(dir);
+  ReportOptions o;
+  o.runs = {dir};
+  CHECK_THROWS_WITH(build_report(o), Catch::Contains("[report]") && Catch::Contains(dir) && Catch::Contains("metrics.jsonl"));
+  write_file_atomic((fs::path(dir) / "metrics.jsonl").string(), "{\"step\": 1, \"loss\": 2}\n");
+  CHECK_THROWS_WITH(build_report(o), Catch::Contains(dir) && Catch::Contains("final"));
+  o.runs = {dir + "/nope"};
+  CHECK_THROWS_WITH(build_report(o), Catch::Contains("nope"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("report: a page comparing an original and a bp_high run has every figure", "[report]") {
+  const std::string root = temp_dir("report-e2e");
+  const std::string orig = (fs::path(root) / "orig").string(), bp = (fs::path(root) / "bp").string();
+  TrainOptions quiet;
+  quiet.quiet = true;
+  train(tiny_run(orig, "original"), quiet);
+  train(tiny_run(bp, "bp_high", {"model.skip_sinky_heads=true"}), quiet);
+
+  ReportOptions o;
+  o.runs = {orig, bp + "/"};
+  o.out = (fs::path(root) / "report.html").string();
+  o.samples = 8;
+  write_report(o);
+  const std::string html = read_file(o.out);
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("orig (original)") != std::string::npos);
+  CHECK(html.find("bp (bp_high)") != std::string::npos);
+  for (const char* id : {"fig-train-loss", "fig-eval-loss", "fig-lr", "fig-layer-gtd", "fig-layer-indirect-entropy",
+                         "fig-layer-entropy", "fig-head-entropy", "fig-trend-gtd-l0", "fig-trend-gtd-l1",
+                         "fig-trend-entropy-l0", "fig-trend-entropy-l1", "fig-heat-r0-l0-a", "fig-heat-r0-l1-a",
+                         "fig-heat-r1-l0-a", "fig-heat-r1-l0-b", "fig-heat-r1-l1-a", "fig-heat-r1-l1-b", "fig-skip"}) {
+    INFO(id);
+    CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
+  }
+  // The original run's A and B are the same map: drawn once, and the page says so.
+  CHECK(html.find("id=\"fig-heat-r0-l0-b\"") == std::string::npos);
+  CHECK(html.find("A and B are identical") != std::string::npos);
+  CHECK(html.find("orig: head skip off") != std::string::npos);
+  // Self-contained: no external resource, no script but the inline check.
+  CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(count(html, "<script") == 1);
+  CHECK(html.find("src=") == std::string::npos);
+  CHECK(all_numbers_finite(html));
+
+  // An analysis.json next to the checkpoint is read instead of recomputing.
+  const nlohmann::json fake = {
+      {"attn", {{"layers", {{{"gtd", 0.123456}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
+                {"last_layer_head_entropy", {1.0, 1.0}}}},
+      {"probs", {{"layers", {{{"gtd", 0.25}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
+                 {"last_layer_head_entropy", {1.0, 1.0}}}}};
+  write_file_atomic((fs::path(orig) / "final" / "analysis.json").string(), fake.dump());
+  const std::string again = build_report(o);
+  CHECK(again.find((fs::path(orig) / "final" / "analysis.json").string()) != std::string::npos);
+
+  // Rendered by a headless browser: the inline check finds every figure laid out, no JS error.
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    WARN("chromium is not installed: the headless-browser check of the report is skipped");
+  } else {
+    const std::string dom = (fs::path(root) / "dom.html").string(), err = (fs::path(root) / "chromium.log").string();
+    const std::string cmd = "'" + chromium + "' --headless --disable-gpu --no-sandbox --user-data-dir='" + root +
+                            "/chromium-profile' --enable-logging=stderr --v=0 --dump-dom 'file://" + o.out + "' > '" +
+                            dom + "' 2> '" + err + "'";
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const std::string out = read_file(dom), log = read_file(err);
+    INFO(log);
+    CHECK(out.find("data-report-check=\"ok\"") != std::string::npos);
+    CHECK(log.find("Uncaught") == std::string::npos);
+  }
+  fs::remove_all(root);
+}

@@ -1,0 +1,122 @@
+// `saobp analyze --checkpoint DIR [--data SPEC] [--samples N]`: every attention diagnostic of a
+// checkpoint over N held-out sequences, into analysis.json and CSV tables; and
+// `saobp inspect --checkpoint DIR (--text "..." | --ids 1,2,3)`: one input through the model,
+// written as safetensors (tokens, every layer's A and B, hidden states, logits).
+#include <chrono>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "train/analysis.h"
+
+namespace saobp::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct AnalyzeCli {
+  std::string checkpoint, data = "valid", out;
+  int64_t samples = 1024;
+  bool no_graph = false;
+  std::vector<std::string> overrides;
+};
+
+// --data: "valid" (the checkpoint's own held-out split) or KIND:PATH, a corpus in one of the
+// formats of docs/data.md, read with the checkpoint's tokenizer (its held-out split is used).
+std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& out) {
+  std::vector<std::string> ov = o.overrides;
+  if (o.data == "valid") return ov;
+  if (o.data == "synthetic") return ov.push_back("data.kind=synthetic"), ov;
+  const size_t colon = o.data.find(':');
+  if (colon == std::string::npos || colon == 0)
+    fail("analyze", "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
+         o.data);
+  ov.push_back("data.kind=" + o.data.substr(0, colon));
+  ov.push_back("data.path=" + o.data.substr(colon + 1));
+  ov.push_back("train.run_dir=" + (fs::path(out) / "data").string());  // its token cache goes here
+  return ov;
+}
+
+int run_analyze(const AnalyzeCli& o) {
+  const std::string out = o.out.empty() ? (fs::path(o.checkpoint) / "analysis").string() : o.out;
+  AnalysisOptions opt;
+  opt.samples = o.samples;
+  opt.graph_metrics = !o.no_graph;
+  opt.overrides = data_overrides(o, out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const DiagnosticsReport r = analyze_checkpoint(o.checkpoint, opt);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_analysis(r, o.checkpoint, out);
+  fmt::print("analyze: {} samples of {} in {:.1f} s ({} layers x {} heads); A = softmax, B = refined\n", r.samples,
+             o.checkpoint, secs, r.layers, r.heads);
+  fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "layer", "H(A)", "H(B)", "GTD(A)",
+             "GTD(B)", "Hind(B)", "sparse(B)", "CC(B)", "BC(B)", "sinky(B)", "xGTD(B)");
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const HeadDiagnostics &a = r.attn.layers[static_cast<size_t>(l)], &b = r.probs.layers[static_cast<size_t>(l)];
+    fmt::print("{:>5} {:>9.4f} {:>9.4f} {:>7.4f} {:>7.4f} {:>9.4f} {:>9.4f} {:>8.4f} {:>8.2f} {:>8.3f} {:>7.4f}\n", l,
+               a.entropy, b.entropy, a.gtd, b.gtd, b.indirect_entropy, b.sparsity, b.clustering, b.betweenness,
+               b.sinky_rate, r.probs.cross_gtd[static_cast<size_t>(l)]);
+  }
+  fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv\n", out);
+  return 0;
+}
+
+struct InspectCli {
+  std::string checkpoint, text, out;
+  std::vector<int32_t> ids;
+  int64_t sample = -1;
+};
+
+int run_inspect(const InspectCli& o) {
+  const int given = !o.text.empty() + !o.ids.empty() + (o.sample >= 0);
+  if (given != 1) fail("inspect", "give exactly one of --text, --ids and --sample");
+  const Inspection in = o.sample >= 0 ? inspect_sample(o.checkpoint, o.sample)
+                                      : inspect_checkpoint(o.checkpoint, o.text, o.ids);
+  const std::string out = o.out.empty() ? (fs::path(o.checkpoint) / "inspect.safetensors").string() : o.out;
+  write_inspection(in, out);
+  fmt::print("inspect: {} tokens:", in.ids.size());
+  for (size_t i = 0; i < in.tokens.size() && i < 32; ++i) fmt::print(" {}", in.tokens[i]);
+  fmt::print("{}\n", in.tokens.size() > 32 ? " ..." : "");
+  for (size_t l = 0; l < in.maps.size(); ++l) {
+    const Tensor a = in.maps[l].attn.to(DType::f64), b = in.maps[l].probs.to(DType::f64);
+    const int64_t NH = a.size(1), T = a.size(2);
+    // Per head: the key each head's first query attends most (A and B) and the max weight.
+    fmt::print("layer {}:", l);
+    const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+    for (int64_t h = 0; h < NH; ++h) {
+      double amax = 0, bmax = 0;
+      for (int64_t k = 0; k < T * T; ++k)
+        amax = std::max(amax, av[static_cast<size_t>(h * T * T + k)]), bmax = std::max(bmax, bv[static_cast<size_t>(h * T * T + k)]);
+      fmt::print("  head {} max A {:.3f} B {:.3f}", h, amax, bmax);
+    }
+    fmt::print("\n");
+  }
+  fmt::print("hidden states: {} tensors of {}; logits {}\nwrote {}\n", in.hidden.size(),
+             in.hidden.empty() ? "-" : in.hidden.front().str(), in.logits.str(), out);
+  return 0;
+}
+
+}  // namespace
+
+void register_analyze(CLI::App& app) {
+  static AnalyzeCli a;
+  CLI::App* sub = app.add_subcommand("analyze", "Attention diagnostics of a checkpoint (entropy, GTD, sparsity, CC/BC, sinks)");
+  sub->add_option("--checkpoint", a.checkpoint, "checkpoint directory")->required();
+  sub->add_option("--data", a.data, "valid (its held-out split), synthetic, or KIND:PATH of a corpus");
+  sub->add_option("--samples", a.samples, "held-out sequences averaged")->check(CLI::PositiveNumber);
+  sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
+  sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
+  sub->add_option("overrides", a.overrides, "section.key=value settings on the checkpoint's config");
+  add_command(sub, [] { return run_analyze(a); });
+
+  static InspectCli i;
+  CLI::App* ins = app.add_subcommand("inspect", "One input through a checkpoint: tokens, A and B per layer, hidden states, logits");
+  ins->add_option("--checkpoint", i.checkpoint, "checkpoint directory")->required();
+  ins->add_option("--text", i.text, "text, tokenized with the checkpoint's tokenizer");
+  ins->add_option("--ids", i.ids, "token ids, comma-separated")->delimiter(',');
+  ins->add_option("--sample", i.sample, "sample N of the checkpoint's held-out stream");
+  ins->add_option("--out", i.out, "output file (default CHECKPOINT/inspect.safetensors)");
+  add_command(ins, [] { return run_inspect(i); });
+}
+
+}  // namespace saobp::cli
