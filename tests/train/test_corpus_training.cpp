@@ -1,0 +1,129 @@
+// Training on a real text corpus end to end: the vocabulary trained on the corpus and saved in
+// the checkpoint, the token cache built once and reused, rebuilt when the corpus changes, a
+// resumed run bitwise equal to an uninterrupted one, and `analyze` / `inspect` on the result.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "core/fs.h"
+#include "data/token_cache.h"
+#include "train/analysis.h"
+#include "train/trainer.h"
+
+using namespace saobp;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("saobp-corpus-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// A small English-like corpus: 300 documents of two sentences each, with some accents.
+void write_corpus(const std::string& path, int variant = 0) {
+  const char* subjects[] = {"the cat", "a dog", "my old friend", "the river", "every café", "this machine"};
+  const char* verbs[] = {"sees", "likes", "follows", "remembers", "builds", "crosses"};
+  const char* objects[] = {"the moon", "a small boat", "the naïve plan", "green apples", "the long road", "a song"};
+  std::ofstream out(path);
+  for (int d = 0; d < 300; ++d) {
+    out << subjects[d % 6] << ' ' << verbs[(d / 6) % 6] << ' ' << objects[(d / 36 + variant) % 6] << ".\n";
+    out << "Then " << subjects[(d + 3) % 6] << ' ' << verbs[(d + 1) % 6] << " it again!\n\n";
+  }
+}
+
+RunConfig corpus_config(const std::string& run_dir, const std::string& corpus, const std::string& family,
+                        std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"model.family=" + family, "model.preset=custom", "model.vocab_size=320",
+                                "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
+                                "model.max_positions=32", "model.attention=bp_high", "train.seq_len=24",
+                                "train.batch_size=4", "train.max_steps=6", "train.warmup_steps=2", "train.lr=3e-3",
+                                "train.eval_every=3", "train.eval_batches=2", "train.log_every=0", "train.save_every=3",
+                                "data.kind=text", "data.path=" + corpus, "data.vocab_size=320",
+                                "data.valid_fraction=0.1", "train.run_dir=" + run_dir};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return load_config("", o);
+}
+
+}  // namespace
+
+TEST_CASE("corpus training: vocabulary, cache reuse and invalidation, resume, analyze", "[train][data]") {
+  for (const char* family : {"bert", "gpt2"}) {
+    INFO(family);
+    const std::string dir = temp_dir(family);
+    const std::string corpus = dir + "/corpus.txt";
+    write_corpus(corpus);
+    const RunConfig cfg = corpus_config(dir + "/run", corpus, family);
+    TrainOptions quiet;
+    quiet.quiet = true;
+    const TrainSummary full = train(cfg, quiet);
+    REQUIRE(full.steps == 6);
+    const fs::path final_dir = fs::path(dir) / "run" / "final";
+    // The checkpoint is a Hugging Face folder with its tokenizer.
+    CHECK(fs::exists(final_dir / "tokenizer.json"));
+    CHECK(fs::exists(final_dir / (std::string(family) == "bert" ? "vocab.txt" : "merges.txt")));
+    const std::string train_cache = (fs::path(dir) / "run" / "cache" / "tokens-train.bin").string();
+    REQUIRE(fs::exists(train_cache));
+    const auto stamp = fs::last_write_time(train_cache);
+    TokenCacheKey key;
+    REQUIRE(read_token_cache_key(train_cache, key));
+
+    // Resume from step 3: the same final weights, bitwise, and the cache is reused untouched.
+    const std::string uninterrupted = read_file((final_dir / "model.safetensors").string());
+    TrainOptions resume = quiet;
+    resume.resume_dir = (fs::path(dir) / "run" / "checkpoint-3").string();
+    const TrainSummary rest = train(cfg, resume);
+    REQUIRE(rest.losses.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(rest.losses[i] == full.losses[3 + i]);
+    CHECK(read_file((final_dir / "model.safetensors").string()) == uninterrupted);
+    CHECK(fs::last_write_time(train_cache) == stamp);
+
+    // Evaluation from the checkpoint alone (its own tokenizer), analyze and inspect.
+    const EvalResult e = evaluate_checkpoint(final_dir.string(), {});
+    CHECK(std::isfinite(e.loss));
+    CHECK(e.predictions > 0);
+    AnalysisOptions ao;
+    ao.samples = 6;  // two batches of 4, the second cut to 2 rows
+    const DiagnosticsReport r = analyze_checkpoint(final_dir.string(), ao);
+    CHECK(r.samples == 6);
+    CHECK(r.layers == 2);
+    CHECK(r.probs.layers[0].gtd > 0);
+    CHECK(r.probs.layers[0].gtd < 1);
+    const DiagnosticsReport again = analyze_checkpoint(final_dir.string(), ao);
+    CHECK(again.to_json() == r.to_json());  // deterministic
+    const Inspection in = inspect_checkpoint(final_dir.string(), "the cat sees the moon", {});
+    CHECK(in.maps.size() == 2);
+    CHECK(in.hidden.size() == (std::string(family) == "bert" ? 3u : 4u));
+    CHECK(in.logits.size(1) == static_cast<int64_t>(in.ids.size()));
+    write_inspection(in, dir + "/inspect.safetensors");
+    CHECK(fs::file_size(dir + "/inspect.safetensors") > 0);
+
+    // A changed corpus makes the cache stale: it is rebuilt with a new key.
+    write_corpus(corpus, 1);
+    train(corpus_config(dir + "/run", corpus, family, {"train.max_steps=3", "train.save_every=0"}), quiet);
+    TokenCacheKey rebuilt;
+    REQUIRE(read_token_cache_key(train_cache, rebuilt));
+    CHECK_FALSE(rebuilt == key);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("corpus training: bad corpus and vocabulary files are named", "[train][data]") {
+  const std::string dir = temp_dir("bad");
+  const std::string corpus = dir + "/bad.txt";
+  std::ofstream(corpus) << "fine line\n\nbroken \xff line\n";
+  TrainOptions quiet;
+  quiet.quiet = true;
+  CHECK_THROWS_WITH(train(corpus_config(dir + "/run", corpus, "bert"), quiet),
+                    Catch::Contains("bad.txt:3") && Catch::Contains("UTF-8"));
+  const std::string vocab = dir + "/vocab.txt";
+  std::ofstream(vocab) << "[PAD]\n[UNK]\nhello\n";
+  write_corpus(dir + "/ok.txt");
+  CHECK_THROWS_WITH(train(corpus_config(dir + "/run2", dir + "/ok.txt", "bert", {"data.vocab=" + vocab}), quiet),
+                    Catch::Contains("[CLS]"));
+  fs::remove_all(dir);
+}
