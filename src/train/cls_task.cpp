@@ -153,51 +153,20 @@ class ClsTask : public Task {
     }
     nlohmann::json j;
     if (bert_) {
-      j = {{"architectures", {"BertForSequenceClassification"}},
-           {"model_type", "bert"},
-           {"vocab_size", m.vocab_size},
-           {"hidden_size", m.hidden},
-           {"num_hidden_layers", m.layers},
-           {"num_attention_heads", m.heads},
-           {"intermediate_size", m.intermediate},
-           {"hidden_act", "gelu"},
-           {"hidden_dropout_prob", m.dropout},
-           {"attention_probs_dropout_prob", 0.0},
-           {"classifier_dropout", nullptr},
-           {"max_position_embeddings", m.max_positions},
-           {"type_vocab_size", 2},
-           {"initializer_range", 0.02},
-           {"layer_norm_eps", 1e-12},
-           {"pad_token_id", tasks::kPad},
-           {"position_embedding_type", "absolute"},
-           {"torch_dtype", "float32"}};
+      j = bert_hf_config(m, tasks::kPad);
+      j["architectures"] = nlohmann::json::array({"BertForSequenceClassification"});
+      j["classifier_dropout"] = nullptr;
     } else {
-      j = {{"architectures", {"GPT2ForSequenceClassification"}},
-           {"model_type", "gpt2"},
-           {"vocab_size", m.vocab_size},
-           {"n_positions", m.max_positions},
-           {"n_embd", m.hidden},
-           {"n_layer", m.layers},
-           {"n_head", m.heads},
-           {"n_inner", m.intermediate},
-           {"activation_function", "gelu_new"},
-           {"resid_pdrop", m.dropout},
-           {"embd_pdrop", m.dropout},
-           {"attn_pdrop", 0.0},
-           {"summary_first_dropout", 0.0},
-           {"layer_norm_epsilon", 1e-5},
-           {"initializer_range", 0.02},
-           // HF picks the last token that is not pad_token_id: the last real token, as here.
-           {"pad_token_id", tasks::kPad},
-           {"bos_token_id", tasks::kCls},
-           {"eos_token_id", tasks::kCls},
-           {"torch_dtype", "float32"}};
+      // HF picks the last token that is not pad_token_id: the last real token, as here.
+      j = gpt2_hf_config(m, tasks::kCls);
+      j["architectures"] = nlohmann::json::array({"GPT2ForSequenceClassification"});
+      j["summary_first_dropout"] = 0.0;
+      j["pad_token_id"] = tasks::kPad;
     }
     j["id2label"] = id2label;
     j["label2id"] = label2id;
     j["problem_type"] = "single_label_classification";
     j["saobp_task"] = spec_.name;
-    j.update(saobp_config_fields(m));
     return j;
   }
 

@@ -67,25 +67,8 @@ class MlmTask : public Task {
     ids = b.ids, mask = b.key_mask;
   }
   nlohmann::json hf_config() const override {
-    const ModelSection& m = cfg_.model;
-    nlohmann::json j = {{"architectures", {"BertForMaskedLM"}},
-                        {"model_type", "bert"},
-                        {"vocab_size", m.vocab_size},
-                        {"hidden_size", m.hidden},
-                        {"num_hidden_layers", m.layers},
-                        {"num_attention_heads", m.heads},
-                        {"intermediate_size", m.intermediate},
-                        {"hidden_act", "gelu"},
-                        {"hidden_dropout_prob", m.dropout},
-                        {"attention_probs_dropout_prob", 0.0},
-                        {"max_position_embeddings", m.max_positions},
-                        {"type_vocab_size", 2},
-                        {"initializer_range", 0.02},
-                        {"layer_norm_eps", 1e-12},
-                        {"pad_token_id", data_.pad_id},
-                        {"position_embedding_type", "absolute"},
-                        {"torch_dtype", "float32"}};
-    j.update(saobp_config_fields(m));
+    nlohmann::json j = bert_hf_config(cfg_.model, data_.pad_id);
+    j["architectures"] = nlohmann::json::array({"BertForMaskedLM"});
     return j;
   }
   const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
@@ -144,26 +127,8 @@ class ClmTask : public Task {
     ids = b.ids, mask = b.key_mask;
   }
   nlohmann::json hf_config() const override {
-    const ModelSection& m = cfg_.model;
-    nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
-                        {"model_type", "gpt2"},
-                        {"vocab_size", m.vocab_size},
-                        {"n_positions", m.max_positions},
-                        {"n_embd", m.hidden},
-                        {"n_layer", m.layers},
-                        {"n_head", m.heads},
-                        {"n_inner", m.intermediate},
-                        {"activation_function", "gelu_new"},
-                        {"resid_pdrop", m.dropout},
-                        {"embd_pdrop", m.dropout},
-                        {"attn_pdrop", 0.0},
-                        {"layer_norm_epsilon", 1e-5},
-                        {"initializer_range", 0.02},
-                        {"tie_word_embeddings", true},
-                        {"bos_token_id", data_.eos_id},
-                        {"eos_token_id", data_.eos_id},
-                        {"torch_dtype", "float32"}};
-    j.update(saobp_config_fields(m));
+    nlohmann::json j = gpt2_hf_config(cfg_.model, data_.eos_id);
+    j["architectures"] = nlohmann::json::array({"GPT2LMHeadModel"});
     return j;
   }
   const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }

@@ -37,6 +37,49 @@ nlohmann::json saobp_config_fields(const ModelSection& m) {
           {"saobp_bp_steps", m.bp_steps},                {"saobp_positions", m.positions}};
 }
 
+nlohmann::json bert_hf_config(const ModelSection& m, int32_t pad_id) {
+  nlohmann::json j = {{"model_type", "bert"},
+                      {"vocab_size", m.vocab_size},
+                      {"hidden_size", m.hidden},
+                      {"num_hidden_layers", m.layers},
+                      {"num_attention_heads", m.heads},
+                      {"intermediate_size", m.intermediate},
+                      {"hidden_act", "gelu"},
+                      {"hidden_dropout_prob", m.dropout},
+                      {"attention_probs_dropout_prob", 0.0},
+                      {"max_position_embeddings", m.max_positions},
+                      {"type_vocab_size", 2},
+                      {"initializer_range", 0.02},
+                      {"layer_norm_eps", 1e-12},
+                      {"pad_token_id", pad_id},
+                      {"position_embedding_type", "absolute"},
+                      {"torch_dtype", "float32"}};
+  j.update(saobp_config_fields(m));
+  return j;
+}
+
+nlohmann::json gpt2_hf_config(const ModelSection& m, int32_t bos_eos_id) {
+  nlohmann::json j = {{"model_type", "gpt2"},
+                      {"vocab_size", m.vocab_size},
+                      {"n_positions", m.max_positions},
+                      {"n_embd", m.hidden},
+                      {"n_layer", m.layers},
+                      {"n_head", m.heads},
+                      {"n_inner", m.intermediate},
+                      {"activation_function", "gelu_new"},
+                      {"resid_pdrop", m.dropout},
+                      {"embd_pdrop", m.dropout},
+                      {"attn_pdrop", 0.0},
+                      {"layer_norm_epsilon", 1e-5},
+                      {"initializer_range", 0.02},
+                      {"tie_word_embeddings", true},
+                      {"bos_token_id", bos_eos_id},
+                      {"eos_token_id", bos_eos_id},
+                      {"torch_dtype", "float32"}};
+  j.update(saobp_config_fields(m));
+  return j;
+}
+
 std::unique_ptr<Task> make_task(const RunConfig& cfg) {
   if (Device::parse(cfg.train.device) != Device::cpu())
     fail("train", "train.device '{}': the trainer runs on the CPU in this build", cfg.train.device);

@@ -84,5 +84,9 @@ EvalResult finish_eval(double loss_sum, int64_t correct, int64_t n);
 
 // The saobp fields of config.json (attention variant, λ, positions), shared by the families.
 nlohmann::json saobp_config_fields(const ModelSection& m);
+// The Hugging Face config.json of a BERT / GPT-2 body (architecture-independent fields plus
+// ours); the tasks add "architectures" and their head's fields.
+nlohmann::json bert_hf_config(const ModelSection& m, int32_t pad_id);
+nlohmann::json gpt2_hf_config(const ModelSection& m, int32_t bos_eos_id);
 
 }  // namespace saobp
