@@ -671,7 +671,8 @@ nlohmann::json DiagnosticsReport::to_json() const {
           {"has_values", has_values},
           {"position_count", position_count},
           {"attn", map_json(attn)},
-          {"probs", map_json(probs)}};
+          {"probs", map_json(probs)},
+          {"skip_rate", skip_rate}};
 }
 
 std::string DiagnosticsReport::layers_csv() const {

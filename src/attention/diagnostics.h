@@ -148,6 +148,9 @@ struct DiagnosticsReport {
   bool has_values = false;
   MapDiagnostics attn;   // A
   MapDiagnostics probs;  // B
+  // Per layer, the fraction of (sample, head) pairs the model's head skip dropped (empty when
+  // the model does not skip heads). Filled by the caller that ran the model (analyze).
+  std::vector<double> skip_rate;
 
   nlohmann::json to_json() const;
   // One row per (map, layer): map,layer,<metrics>,cross_gtd,cross_indirect_entropy.

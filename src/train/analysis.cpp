@@ -46,6 +46,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   d.graph_metrics = opt.graph_metrics;
   DiagnosticsAccumulator acc(d);
   int64_t remaining = opt.samples;
+  std::vector<double> kept;  // per layer: (sample, head) pairs kept by the head skip
   for (int64_t index = 0; remaining > 0; ++index) {
     std::vector<AttentionMaps> maps;
     Tensor mask;
@@ -55,9 +56,16 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
     std::vector<Tensor> values;
     for (const AttentionMaps& m : maps) values.push_back(m.values);
     acc.add(maps, mask, &values);
+    if (maps.front().keep.defined()) {
+      kept.resize(maps.size());
+      for (size_t l = 0; l < maps.size(); ++l)
+        for (double k : maps[l].keep.to(DType::f64).to_vector<double>()) kept[l] += k;
+    }
     remaining -= r;
   }
-  return acc.report();
+  DiagnosticsReport report = acc.report();
+  for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(opt.samples * report.heads));
+  return report;
 }
 
 void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, const std::string& out_dir) {

@@ -95,6 +95,10 @@ TEST_CASE("corpus training: vocabulary, cache reuse and invalidation, resume, an
     CHECK(r.probs.layers[0].gtd < 1);
     const DiagnosticsReport again = analyze_checkpoint(final_dir.string(), ao);
     CHECK(again.to_json() == r.to_json());  // deterministic
+    CHECK(r.skip_rate.empty());
+    ao.overrides = {"model.skip_sinky_heads=true", "model.skip_head_fraction=0.0", "model.skip_peak_tau=0.01"};
+    const DiagnosticsReport skipping = analyze_checkpoint(final_dir.string(), ao);
+    CHECK(skipping.skip_rate == std::vector<double>{1.0, 1.0});  // every row max > 0.01: all skipped
     const Inspection in = inspect_checkpoint(final_dir.string(), "the cat sees the moon", {});
     CHECK(in.maps.size() == 2);
     CHECK(in.hidden.size() == (std::string(family) == "bert" ? 3u : 4u));

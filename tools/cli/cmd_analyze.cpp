@@ -57,6 +57,11 @@ int run_analyze(const AnalyzeCli& o) {
                a.entropy, b.entropy, a.gtd, b.gtd, b.indirect_entropy, b.sparsity, b.clustering, b.betweenness,
                b.sinky_rate, r.probs.cross_gtd[static_cast<size_t>(l)]);
   }
+  if (!r.skip_rate.empty()) {
+    fmt::print("head skip: fraction of (sample, head) pairs skipped per layer:");
+    for (double x : r.skip_rate) fmt::print(" {:.4f}", x);
+    fmt::print("\n");
+  }
   fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv\n", out);
   return 0;
 }
