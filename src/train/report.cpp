@@ -46,7 +46,7 @@ void push_layers(LayerSeries& s, const std::vector<double>& v, size_t line) {
 }
 
 struct Metrics {
-  std::vector<double> step, loss, lr;                  // every logged step
+  std::vector<double> step, loss, lr;                       // every logged step
   std::vector<double> eval_step, eval_loss, eval_accuracy;  // every evaluation
   LayerSeries eval_gtd, eval_entropy, eval_gtd_softmax, eval_entropy_softmax;
   std::vector<double> skip_step;
@@ -124,7 +124,8 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
     fail("report", "run {} has no metrics.jsonl (expected {}): is it a `saobp train` run directory?", dir,
          metrics.string());
   if (!fs::is_regular_file(final_dir / "config.json") || !fs::is_regular_file(final_dir / "config.toml"))
-    fail("report", "run {} has no final checkpoint ({} with config.json and config.toml): did training finish?", dir,
+    fail("report",
+         "run {} has no final checkpoint ({} with config.json and config.toml): did training finish?", dir,
          final_dir.string());
   nlohmann::json hf;
   try {
@@ -135,12 +136,14 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
   r.cfg = load_config((final_dir / "config.toml").string());
   r.variant = hf.value("saobp_attention", std::string(variant_name(r.cfg.model.attention)));
   r.lambda = hf.contains("saobp_lambda") && hf["saobp_lambda"].is_number() ? hf["saobp_lambda"].get<double>()
-                                                                            : r.cfg.model.lambda;
+                                                                           : r.cfg.model.lambda;
   r.label = fmt::format("{} ({})", r.name, r.variant);
   r.identical = r.variant == "original";
   r.metrics = read_metrics(metrics.string());
 
-  const fs::path analysis = final_dir / "analysis.json";
+  // `saobp analyze --out final` writes final/analysis.json; its default --out, final/analysis/.
+  fs::path analysis = final_dir / "analysis.json";
+  if (!fs::is_regular_file(analysis)) analysis = final_dir / "analysis" / "analysis.json";
   nlohmann::json report;
   if (fs::is_regular_file(analysis)) {
     try {
@@ -164,11 +167,16 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
 
 // ---- page pieces --------------------------------------------------------------------------------
 
-std::string lighter(const std::string& hex) {  // halfway to white
-  unsigned rgb[3];
-  for (int k = 0; k < 3; ++k) rgb[k] = static_cast<unsigned>(std::stoul(hex.substr(1 + 2 * k, 2), nullptr, 16));
-  return fmt::format("#{:02x}{:02x}{:02x}", (rgb[0] + 255) / 2, (rgb[1] + 255) / 2, (rgb[2] + 255) / 2);
+// "#rrggbb" moved a fraction t of the way to white.
+std::string tint(const std::string& hex, double t) {
+  int rgb[3];
+  for (int k = 0; k < 3; ++k) {
+    const double c = static_cast<double>(std::stoul(hex.substr(1 + 2 * k, 2), nullptr, 16));
+    rgb[k] = static_cast<int>(std::lround(c + t * (255.0 - c)));
+  }
+  return fmt::format("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2]);
 }
+std::string lighter(const std::string& hex) { return tint(hex, 0.5); }
 
 std::vector<double> iota(size_t n) {
   std::vector<double> v(n);
@@ -207,22 +215,26 @@ double last_finite(const std::vector<double>& v) {
 
 void header(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
   p.html += "<h1>saobp training report</h1>\n";
-  p.html += fmt::format("<p class=\"meta\">Generated {} &middot; {} run(s) &middot; end-of-training metrics over {} "
-                        "validation samples (unless read from analysis.json) &middot; heatmap sample {}</p>\n",
-                        utc_now(), runs.size(), opt.samples, opt.sample_index);
-  p.html += "<table><tr><th></th><th>run</th><th>family</th><th>size</th><th>attention</th><th>&lambda;</th>"
-            "<th>steps</th><th>final train loss</th><th>final eval loss</th><th>eval accuracy</th>"
-            "<th>Fig. 4 metrics</th><th>directory</th></tr>\n";
+  p.html += fmt::format(
+      "<p class=\"meta\">Generated {} &middot; {} run(s) &middot; end-of-training metrics over {} "
+      "validation samples (unless read from analysis.json) &middot; heatmap sample {}</p>\n",
+      utc_now(), runs.size(), opt.samples, opt.sample_index);
+  p.html +=
+      "<table><tr><th></th><th>run</th><th>family</th><th>size</th><th>attention</th><th>&lambda;</th>"
+      "<th>steps</th><th>final train loss</th><th>final eval loss</th><th>eval accuracy</th>"
+      "<th>Fig. 4 metrics</th><th>directory</th></tr>\n";
   for (const Run& r : runs) {
     const ModelSection& m = r.cfg.model;
     const double steps_done = r.metrics.step.empty() ? kNaN : r.metrics.step.back();
     p.html += fmt::format(
         "<tr><td><span class=\"swatch\" style=\"background:{}\"></span></td><td><b>{}</b></td><td>{}</td>"
-        "<td>{}: L={} H={} NH={} FF={}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}: L={} H={} NH={} FF={}</td><td>{}</td><td>{}</td><td>{} / "
+        "{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td><code>{}</code></td></tr>\n",
-        r.color, svg::escape(r.name), svg::escape(m.family), svg::escape(m.preset), m.layers, m.hidden, m.heads,
-        m.intermediate, svg::escape(r.variant), r.identical ? std::string("–") : fmt_num(r.lambda, "{:g}"),
-        fmt_num(steps_done, "{:.0f}"), r.cfg.train.max_steps, fmt_num(last_finite(r.metrics.loss)),
+        r.color, svg::escape(r.name), svg::escape(m.family), svg::escape(m.preset), m.layers, m.hidden,
+        m.heads, m.intermediate, svg::escape(r.variant),
+        r.identical ? std::string("–") : fmt_num(r.lambda, "{:g}"), fmt_num(steps_done, "{:.0f}"),
+        r.cfg.train.max_steps, fmt_num(last_finite(r.metrics.loss)),
         fmt_num(last_finite(r.metrics.eval_loss)), fmt_num(last_finite(r.metrics.eval_accuracy)),
         svg::escape(r.analysis_from), svg::escape(r.dir));
   }
@@ -250,23 +262,25 @@ std::string identical_note(const std::vector<Run>& runs) {
   for (const Run& r : runs)
     if (r.identical) names.push_back(r.name);
   if (names.empty()) return "";
-  return fmt::format(" For {} (attention \"original\") A and B are identical: drawn once.", fmt::join(names, ", "));
+  return fmt::format(" For {} (attention \"original\") A and B are identical: drawn once.",
+                     fmt::join(names, ", "));
 }
 
 void layer_figures(Page& p, const std::vector<Run>& runs) {
-  p.html += "<h2 id=\"layers\">2. Per-layer attention metrics at the end of training (paper Fig. 4)</h2>\n"
-            "<div class=\"row\">\n";
+  p.html +=
+      "<h2 id=\"layers\">2. Per-layer attention metrics at the end of training (paper Fig. 4)</h2>\n"
+      "<div class=\"row\">\n";
   struct Metric {
     const char* id;
     const char* title;
     const char* ylabel;
     std::vector<double> LayerMetrics::*field;
   };
-  const Metric metrics[] = {{"fig-layer-gtd", "GTD per layer", "GTD (eq. 13)", &LayerMetrics::gtd},
-                            {"fig-layer-indirect-entropy", "Indirect entropy per layer", "indirect entropy (nats)",
-                             &LayerMetrics::indirect_entropy},
-                            {"fig-layer-entropy", "Mean attention entropy per layer", "entropy (nats)",
-                             &LayerMetrics::entropy}};
+  const Metric metrics[] = {
+      {"fig-layer-gtd", "GTD per layer", "GTD (eq. 13)", &LayerMetrics::gtd},
+      {"fig-layer-indirect-entropy", "Indirect entropy per layer", "indirect entropy (nats)",
+       &LayerMetrics::indirect_entropy},
+      {"fig-layer-entropy", "Mean attention entropy per layer", "entropy (nats)", &LayerMetrics::entropy}};
   for (const Metric& m : metrics) {
     svg::LineChart c{m.id, m.title, "layer", m.ylabel, {}};
     c.integer_x = true;
@@ -281,13 +295,17 @@ void layer_figures(Page& p, const std::vector<Run>& runs) {
     p.add(m.id, svg::line_chart(c));
   }
   p.html += "</div>\n";
-  p.caption("Solid: B (the refined map); dashed: A (the softmax map of the same model). Layer means over heads and "
-            "validation samples." + identical_note(runs));
+  p.caption(
+      "Solid: B (the refined map); dashed: A (the softmax map of the same model). Layer means over heads and "
+      "validation samples." +
+      identical_note(runs));
 }
 
 void head_entropy(Page& p, const std::vector<Run>& runs) {
-  p.html += "<h2 id=\"heads\">3. Last-layer head entropy (paper Fig. 4, column 4)</h2>\n<div class=\"row\">\n";
-  svg::BarChart c{"fig-head-entropy", "Entropy of each head of the last layer", "head", "entropy (nats)", {}, {}};
+  p.html +=
+      "<h2 id=\"heads\">3. Last-layer head entropy (paper Fig. 4, column 4)</h2>\n<div class=\"row\">\n";
+  svg::BarChart c{
+      "fig-head-entropy", "Entropy of each head of the last layer", "head", "entropy (nats)", {}, {}};
   size_t heads = 0;
   for (const Run& r : runs) {
     heads = std::max(heads, r.b.last_layer_head_entropy.size());
@@ -295,7 +313,7 @@ void head_entropy(Page& p, const std::vector<Run>& runs) {
     if (!r.identical) c.series.push_back({r.label + " A", lighter(r.color), r.a.last_layer_head_entropy});
   }
   for (size_t h = 0; h < heads; ++h) c.categories.push_back(fmt::format("{}", h));
-  c.width = std::max<int>(460, static_cast<int>(80 + heads * c.series.size() * 22));
+  c.width = std::max<int>(420, static_cast<int>(80 + heads * c.series.size() * 22));
   p.add(c.id, svg::bar_chart(c));
   p.html += "</div>\n";
   p.caption("Dark bars: B (refined); light bars of the same hue: A (softmax)." + identical_note(runs));
@@ -304,7 +322,8 @@ void head_entropy(Page& p, const std::vector<Run>& runs) {
 void trends(Page& p, const std::vector<Run>& runs) {
   p.html += "<h2 id=\"trends\">4. Per-layer eval GTD and entropy over training</h2>\n";
   size_t layers = 0;
-  for (const Run& r : runs) layers = std::max({layers, r.metrics.eval_gtd.size(), r.metrics.eval_entropy.size()});
+  for (const Run& r : runs)
+    layers = std::max({layers, r.metrics.eval_gtd.size(), r.metrics.eval_entropy.size()});
   bool any = false;
   for (const Run& r : runs) any = any || !r.metrics.eval_step.empty();
   if (!any) {
@@ -330,7 +349,8 @@ void trends(Page& p, const std::vector<Run>& runs) {
         const LayerSeries& b = r.metrics.*m.b;
         const LayerSeries& a = r.metrics.*m.a;
         if (l < b.size())
-          c.series.push_back({r.identical ? r.label : r.label + " B", r.color, r.metrics.eval_step, b[l], false, true});
+          c.series.push_back(
+              {r.identical ? r.label : r.label + " B", r.color, r.metrics.eval_step, b[l], false, true});
         if (!r.identical && l < a.size())
           c.series.push_back({r.label + " A", r.color, r.metrics.eval_step, a[l], true, true});
       }
@@ -338,8 +358,10 @@ void trends(Page& p, const std::vector<Run>& runs) {
     }
     p.html += "</div>\n";
   }
-  p.caption("One chart per layer; solid: B (refined), dashed: A (softmax), measured at every evaluation on a probe "
-            "batch of the validation stream." + identical_note(runs));
+  p.caption(
+      "One chart per layer; solid: B (refined), dashed: A (softmax), measured at every evaluation on a probe "
+      "batch of the validation stream." +
+      identical_note(runs));
 }
 
 // (1,NH,T,T) -> head `h` as a (T x T) row-major grid, average-pooled to at most `max_side` per side.
@@ -362,20 +384,24 @@ std::vector<double> head_grid(const Tensor& maps, int64_t h, int64_t max_side, i
 
 void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
   p.html += "<h2 id=\"heatmaps\">5. Attention heatmaps (paper Fig. 6)</h2>\n";
-  p.caption(fmt::format("Validation sample {} of each run, head 0 of every layer: rows are queries, columns keys. "
-                        "A (softmax) and B (refined) of a layer share one color scale.",
-                        opt.sample_index));
+  p.caption(
+      fmt::format("Validation sample {} of each run, head 0 of every layer: rows are queries, columns keys. "
+                  "A (softmax) and B (refined) of a layer share one color scale.",
+                  opt.sample_index));
   for (size_t ri = 0; ri < runs.size(); ++ri) {
     const Run& r = runs[ri];
     const Inspection& s = r.sample;
-    p.html += fmt::format("<h3><span class=\"swatch\" style=\"background:{}\"></span> {} &mdash; {} tokens</h3>\n",
-                          r.color, svg::escape(r.label), s.ids.size());
+    p.html +=
+        fmt::format("<h3><span class=\"swatch\" style=\"background:{}\"></span> {} &mdash; {} tokens</h3>\n",
+                    r.color, svg::escape(r.label), s.ids.size());
+    p.html += "<div class=\"row\">\n";
     for (size_t l = 0; l < s.maps.size(); ++l) {
       const AttentionMaps& m = s.maps[l];
       const int64_t T = m.attn.size(-1);
       int64_t side = 0, pool = 1;
       const std::vector<double> a = head_grid(m.attn, 0, 128, side, pool);
-      const std::vector<double> b = r.identical ? a : head_grid(m.probs.defined() ? m.probs : m.attn, 0, 128, side, pool);
+      const std::vector<double> b =
+          r.identical ? a : head_grid(m.probs.defined() ? m.probs : m.attn, 0, 128, side, pool);
       double vmax = 0;
       for (double x : a) vmax = std::max(vmax, x);
       for (double x : b) vmax = std::max(vmax, x);
@@ -386,7 +412,6 @@ void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
       h.cell = static_cast<int>(std::clamp<int64_t>(512 / std::max<int64_t>(side, 1), 2, 20));
       if (T <= 64 && pool == 1) h.row_labels = h.col_labels = s.tokens;
       if (pool > 1) h.xlabel = fmt::format("key ({}x{} blocks averaged)", pool, pool);
-      p.html += "<div class=\"row\">\n";
       h.id = fmt::format("fig-heat-r{}-l{}-a", ri, l);
       h.values = a;
       h.title = r.identical ? fmt::format("Layer {} head 0: A (= B, original)", l)
@@ -398,8 +423,8 @@ void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
         h.title = fmt::format("Layer {} head 0: B (refined)", l);
         p.add(h.id, svg::heatmap(h));
       }
-      p.html += "</div>\n";
     }
+    p.html += "</div>\n";
   }
 }
 
@@ -408,16 +433,20 @@ void skip_rates(Page& p, const std::vector<Run>& runs) {
   std::vector<std::string> off;
   svg::LineChart c{"fig-skip", "Fraction of (sample, head) skipped", "step", "skip rate", {}};
   c.width = 560;
+  c.ymin = 0;
+  c.ymax = 1;
   for (const Run& r : runs) {
     if (r.metrics.skip_rate.empty()) {
       off.push_back(r.name);
       continue;
     }
     for (size_t l = 0; l < r.metrics.skip_rate.size(); ++l) {
-      // Layers of one run share its hue, from dark (layer 0) to light (last layer).
-      const std::string color = l % 2 == 0 ? r.color : lighter(r.color);
-      c.series.push_back({fmt::format("{} layer {}", r.label, l), color, r.metrics.skip_step, r.metrics.skip_rate[l],
-                          l % 2 == 1, false});
+      // Layers of one run share its hue, from dark (layer 0) to light (last layer), odd ones dashed.
+      const double t = 0.65 * static_cast<double>(l) /
+                       static_cast<double>(std::max<size_t>(1, r.metrics.skip_rate.size() - 1));
+      const std::string color = tint(r.color, t);
+      c.series.push_back({fmt::format("{} layer {}", r.label, l), color, r.metrics.skip_step,
+                          r.metrics.skip_rate[l], l % 2 == 1, false});
     }
   }
   if (!c.series.empty()) {
@@ -425,7 +454,8 @@ void skip_rates(Page& p, const std::vector<Run>& runs) {
     p.add(c.id, svg::line_chart(c));
     p.html += "</div>\n";
   }
-  if (!off.empty()) p.caption(fmt::format("{}: head skip off (no skip_rate in metrics.jsonl).", fmt::join(off, ", ")));
+  if (!off.empty())
+    p.caption(fmt::format("{}: head skip off (no skip_rate in metrics.jsonl).", fmt::join(off, ", ")));
 }
 
 constexpr const char* kStyle = R"(<style>
@@ -461,12 +491,13 @@ constexpr const char* kCheckScript = R"(<script>
 
 }  // namespace
 
-LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map, const std::string& source) {
+LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map,
+                                     const std::string& source) {
   const nlohmann::json* r = &j;
   if (!r->contains(map) && r->contains("report")) r = &(*r)["report"];
   if (!r->is_object() || !r->contains(map) || !(*r)[map].is_object() || !(*r)[map].contains("layers"))
-    fail("report", "{}: no \"{}\" map with \"layers\" (expected DiagnosticsReport JSON from `saobp analyze`)", source,
-         map);
+    fail("report", "{}: no \"{}\" map with \"layers\" (expected DiagnosticsReport JSON from `saobp analyze`)",
+         source, map);
   const nlohmann::json& m = (*r)[map];
   LayerMetrics out;
   for (const auto& layer : m["layers"]) {
@@ -498,9 +529,10 @@ std::string build_report(const ReportOptions& opt) {
   for (const Run& r : runs) names += (names.empty() ? "" : ", ") + r.label;
   std::string ids;
   for (const std::string& id : p.figures) ids += (ids.empty() ? "" : " ") + id;
-  return fmt::format("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>saobp report: "
-                     "{}</title>\n{}</head>\n<body data-figures=\"{}\">\n{}{}</body>\n</html>\n",
-                     svg::escape(names), kStyle, svg::escape(ids), p.html, kCheckScript);
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>saobp report: "
+      "{}</title>\n{}</head>\n<body data-figures=\"{}\">\n{}{}</body>\n</html>\n",
+      svg::escape(names), kStyle, svg::escape(ids), p.html, kCheckScript);
 }
 
 void write_report(const ReportOptions& opt) { write_file_atomic(opt.out, build_report(opt)); }

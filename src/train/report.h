@@ -4,8 +4,9 @@
 // attention heatmaps of one validation sample (Fig. 6) and head-skip rates.
 //
 // A run directory holds metrics.jsonl (src/train/trainer.cpp) and the checkpoint final/; the
-// end-of-training metrics come from final/analysis.json when `saobp analyze` wrote one, else
-// from analyze_checkpoint(final, {samples, graph_metrics = false}).
+// end-of-training metrics come from final/analysis.json (or final/analysis/analysis.json, the
+// default of `saobp analyze`) when one exists, else from analyze_checkpoint(final, {samples,
+// graph_metrics = false}).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -15,10 +16,10 @@
 namespace saobp {
 
 struct ReportOptions {
-  std::vector<std::string> runs;   // run directories
+  std::vector<std::string> runs;  // run directories
   std::string out = "report.html";
-  int64_t samples = 128;           // validation sequences averaged when analysis.json is absent
-  int64_t sample_index = 0;        // the validation sample of the heatmaps
+  int64_t samples = 128;     // validation sequences averaged when analysis.json is absent
+  int64_t sample_index = 0;  // the validation sample of the heatmaps
 };
 
 // The per-layer maps metrics of one attention map (A or B), read from DiagnosticsReport JSON.
@@ -29,7 +30,8 @@ struct LayerMetrics {
 
 // Reads the "attn" ("A") or "probs" ("B") map of a DiagnosticsReport::to_json object; `j` may
 // also be a wrapper holding it under "report" (analysis.json). Throws naming `source`.
-LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map, const std::string& source);
+LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map,
+                                     const std::string& source);
 
 // The page as a string (nothing written). Throws saobp::Error("[report] ...") naming the run
 // directory when its metrics.jsonl or final checkpoint is missing.

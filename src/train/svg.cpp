@@ -12,11 +12,21 @@ std::string escape(std::string_view s) {
   out.reserve(s.size());
   for (char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t')
           out += "\xEF\xBF\xBD";  // U+FFFD: control characters are not allowed in the markup
@@ -110,13 +120,15 @@ std::string svg_open(const std::string& id, double w, double h) {
 std::string title_and_labels(const Frame& f, const std::string& title, const std::string& xlabel,
                              const std::string& ylabel) {
   std::string s;
-  s += fmt::format("<text class=\"title\" x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" "
-                   "font-weight=\"bold\">{}</text>\n",
-                   num(f.width / 2), escape(title));
+  s += fmt::format(
+      "<text class=\"title\" x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" "
+      "font-weight=\"bold\">{}</text>\n",
+      num(f.width / 2), escape(title));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(f.left + f.pw() / 2),
                    num(f.height - 8), escape(xlabel));
-  s += fmt::format("<text x=\"14\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{}</text>\n",
-                   num(f.top + f.ph() / 2), num(f.top + f.ph() / 2), escape(ylabel));
+  s += fmt::format(
+      "<text x=\"14\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">{}</text>\n",
+      num(f.top + f.ph() / 2), num(f.top + f.ph() / 2), escape(ylabel));
   return s;
 }
 
@@ -139,10 +151,12 @@ std::string legend(const std::vector<LegendEntry>& entries, double width, double
       ++rows;
     }
     if (e.bar)
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"20\" height=\"9\" fill=\"{}\"/>", num(x), num(y - 8), e.color);
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"20\" height=\"9\" fill=\"{}\"/>", num(x), num(y - 8),
+                       e.color);
     else
-      s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>", num(x),
-                       num(y - 4), num(x + 20), num(y - 4), e.color, e.dashed ? " stroke-dasharray=\"5 3\"" : "");
+      s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>",
+                       num(x), num(y - 4), num(x + 20), num(y - 4), e.color,
+                       e.dashed ? " stroke-dasharray=\"5 3\"" : "");
     s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", num(x + 25), num(y), escape(e.name));
     x += w;
   }
@@ -189,7 +203,8 @@ std::string line_chart(const LineChart& c) {
     xr = merge(xr, finite_range(xs));
     yr = merge(yr, finite_range(ys));
   }
-  std::vector<double> xt, yt = nice_ticks(yr.lo, yr.hi, 5);
+  std::vector<double> xt,
+      yt = nice_ticks(std::isfinite(c.ymin) ? c.ymin : yr.lo, std::isfinite(c.ymax) ? c.ymax : yr.hi, 5);
   double xlo, xhi;
   if (c.integer_x) {
     xlo = std::floor(xr.lo) - 0.25;
@@ -217,17 +232,17 @@ std::string line_chart(const LineChart& c) {
   out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n",
                      num(f.left), num(f.top), num(f.pw()), num(f.ph()));
   for (double v : yt) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left), num(Y(v)),
-                       num(f.left + f.pw()), num(Y(v)));
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5), num(Y(v) + 4),
-                       escape(tick_label(v, ystep)));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
+                       num(Y(v)), num(f.left + f.pw()), num(Y(v)));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5),
+                       num(Y(v) + 4), escape(tick_label(v, ystep)));
   }
   for (double v : xt) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(X(v)), num(f.top),
-                       num(X(v)), num(f.top + f.ph()));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(X(v)),
+                       num(f.top), num(X(v)), num(f.top + f.ph()));
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", num(X(v)),
-                       num(f.top + f.ph() + 15), escape(c.integer_x ? fmt::format("{}", std::llround(v))
-                                                                    : tick_label(v, xstep)));
+                       num(f.top + f.ph() + 15),
+                       escape(c.integer_x ? fmt::format("{}", std::llround(v)) : tick_label(v, xstep)));
   }
   out += title_and_labels(f, c.title, c.xlabel, c.ylabel);
   if (!xr.found || !yr.found)
@@ -243,8 +258,8 @@ std::string line_chart(const LineChart& c) {
       } else if (seg.size() > 1) {
         std::string pts;
         for (const auto& [px, py] : seg) pts += num(px) + "," + num(py) + " ";
-        out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n", s.color,
-                           dash, pts);
+        out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
+                           s.color, dash, pts);
       }
       seg.clear();
     };
@@ -255,8 +270,8 @@ std::string line_chart(const LineChart& c) {
       }
       seg.emplace_back(X(s.x[i]), Y(s.y[i]));
       if (s.markers)
-        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", num(X(s.x[i])), num(Y(s.y[i])),
-                           s.color);
+        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", num(X(s.x[i])),
+                           num(Y(s.y[i])), s.color);
     }
     flush();
   }
@@ -286,10 +301,10 @@ std::string bar_chart(const BarChart& c) {
   out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n",
                      num(f.left), num(f.top), num(f.pw()), num(f.ph()));
   for (double v : yt) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left), num(Y(v)),
-                       num(f.left + f.pw()), num(Y(v)));
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5), num(Y(v) + 4),
-                       escape(tick_label(v, ystep)));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
+                       num(Y(v)), num(f.left + f.pw()), num(Y(v)));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5),
+                       num(Y(v) + 4), escape(tick_label(v, ystep)));
   }
   out += title_and_labels(f, c.title, c.xlabel, c.ylabel);
   const size_t ncat = std::max<size_t>(1, c.categories.size()), nser = std::max<size_t>(1, c.series.size());
@@ -304,9 +319,10 @@ std::string bar_chart(const BarChart& c) {
       const double v = c.series[s].values[k];
       const double x = gx + group * 0.1 + bar * static_cast<double>(s);
       const double y0 = Y(0), y1 = Y(v);
-      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {:.4g}</title></rect>\n",
-                         num(x), num(std::min(y0, y1)), num(std::max(1.0, bar - 1)), num(std::abs(y1 - y0)),
-                         c.series[s].color, escape(c.series[s].name), v);
+      out += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {:.4g}</title></rect>\n",
+          num(x), num(std::min(y0, y1)), num(std::max(1.0, bar - 1)), num(std::abs(y1 - y0)),
+          c.series[s].color, escape(c.series[s].name), v);
       if (values)
         out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{:.2f}</text>\n",
                            num(x + bar / 2), num(std::min(y0, y1) - 3), v);
@@ -346,55 +362,61 @@ std::string heatmap(const Heatmap& h) {
   const double bar_x = left + gw + 14, width = bar_x + 14 + 46;
   const double height = top + std::max(gh, 120.0) + 30;
   std::string out = svg_open(h.id, width, height);
-  out += fmt::format("<text class=\"title\" x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" "
-                     "font-weight=\"bold\">{}</text>\n",
-                     num(width / 2), escape(h.title));
+  out += fmt::format(
+      "<text class=\"title\" x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" "
+      "font-weight=\"bold\">{}</text>\n",
+      num(width / 2), escape(h.title));
   out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} &#8594;</text>\n", num(left + gw / 2),
                      num(top + gh + 18), escape(h.xlabel));
-  out += fmt::format("<text x=\"12\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {})\">{} &#8594;</text>\n",
-                     num(top + gh / 2), num(top + gh / 2), escape(h.ylabel));
+  out += fmt::format(
+      "<text x=\"12\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {})\">{} &#8594;</text>\n",
+      num(top + gh / 2), num(top + gh / 2), escape(h.ylabel));
   const double span = h.vmax > h.vmin ? h.vmax - h.vmin : 1;
   out += "<g shape-rendering=\"crispEdges\">\n";
   for (int64_t r = 0; r < h.rows; ++r) {
     for (int64_t c = 0; c < h.cols; ++c) {
       const size_t i = static_cast<size_t>(r * h.cols + c);
       const double v = i < h.values.size() ? h.values[i] : std::nan("");
-      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", num(left + cell * c),
-                         num(top + cell * r), num(cell), num(cell), color_map((v - h.vmin) / span));
+      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>",
+                         num(left + cell * c), num(top + cell * r), num(cell), num(cell),
+                         color_map((v - h.vmin) / span));
     }
     out += '\n';
   }
   out += "</g>\n";
-  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", num(left),
-                     num(top), num(gw), num(gh));
+  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
+                     num(left), num(top), num(gw), num(gh));
   if (rlabels)
     for (int64_t r = 0; r < h.rows && r < static_cast<int64_t>(h.row_labels.size()); ++r)
-      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"{}\">{}</text>\n", num(left - 3),
-                         num(top + cell * r + cell / 2 + font * 0.35), num(font),
+      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"{}\">{}</text>\n",
+                         num(left - 3), num(top + cell * r + cell / 2 + font * 0.35), num(font),
                          escape(truncate_utf8(h.row_labels[r], 10)));
   if (clabels)
     for (int64_t c = 0; c < h.cols && c < static_cast<int64_t>(h.col_labels.size()); ++c) {
       const double x = left + cell * c + cell / 2 + font * 0.35, y = top - 3;
-      out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" transform=\"rotate(-90 {} {})\">{}</text>\n",
-                         num(x), num(y), num(font), num(x), num(y), escape(truncate_utf8(h.col_labels[c], 10)));
+      out +=
+          fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"{}\" transform=\"rotate(-90 {} {})\">{}</text>\n",
+                      num(x), num(y), num(font), num(x), num(y), escape(truncate_utf8(h.col_labels[c], 10)));
     }
   // The color scale: 40 bands from vmin (bottom) to vmax (top), ticks on the right.
   const double bar_h = std::max(gh, 120.0);
   out += "<g class=\"colorbar\" shape-rendering=\"crispEdges\">";
   for (int k = 0; k < 40; ++k)
-    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"{}\" fill=\"{}\"/>", num(bar_x),
-                       num(top + bar_h * (39 - k) / 40.0), num(bar_h / 40.0 + 0.5), color_map((k + 0.5) / 40.0));
+    out +=
+        fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"{}\" fill=\"{}\"/>", num(bar_x),
+                    num(top + bar_h * (39 - k) / 40.0), num(bar_h / 40.0 + 0.5), color_map((k + 0.5) / 40.0));
   out += "</g>\n";
-  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", num(bar_x),
-                     num(top), num(bar_h));
+  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
+                     num(bar_x), num(top), num(bar_h));
   const std::vector<double> ticks = nice_ticks(h.vmin, h.vmax, 4);
   const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 1;
   for (double v : ticks) {
     if (v < h.vmin - 1e-12 || v > h.vmax + 1e-12) continue;
     const double y = top + bar_h - (v - h.vmin) / span * bar_h;
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
-                       num(bar_x + 14), num(y), num(bar_x + 18), num(y), num(bar_x + 20), num(y + 4),
-                       escape(tick_label(v, step)));
+    out += fmt::format(
+        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+        num(bar_x + 14), num(y), num(bar_x + 18), num(y), num(bar_x + 20), num(y + 4),
+        escape(tick_label(v, step)));
   }
   out += "</svg>\n";
   return out;

@@ -4,6 +4,7 @@
 // breaks a line, it never stretches an axis).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,8 +43,10 @@ struct Series {
 struct LineChart {
   std::string id, title, xlabel, ylabel;
   std::vector<Series> series;
-  int width = 460, height = 280;  // of the plot area plus margins, legend excluded
-  bool integer_x = false;          // x ticks on integers only (layers)
+  int width = 420, height = 270;                           // of the plot area plus margins, legend excluded
+  bool integer_x = false;                                  // x ticks on integers only (layers)
+  double ymin = std::numeric_limits<double>::quiet_NaN();  // fixed y-axis ends when finite (rates: 0, 1)
+  double ymax = std::numeric_limits<double>::quiet_NaN();
   bool legend = true;
 };
 // The chart as <svg id=...>; with no finite point at all, the axes and a "no data" note.
@@ -57,7 +60,7 @@ struct BarChart {
   std::string id, title, xlabel, ylabel;
   std::vector<std::string> categories;
   std::vector<BarSeries> series;  // one bar per series in every category group
-  int width = 460, height = 280;
+  int width = 420, height = 270;
 };
 std::string bar_chart(const BarChart& c);
 
@@ -67,9 +70,9 @@ std::string color_map(double t);
 struct Heatmap {
   std::string id, title;
   int64_t rows = 0, cols = 0;
-  std::vector<double> values;  // rows x cols, row-major (row = query, column = key)
+  std::vector<double> values;                       // rows x cols, row-major (row = query, column = key)
   std::vector<std::string> row_labels, col_labels;  // drawn when non-empty (size rows / cols)
-  double vmin = 0, vmax = 1;                         // the color scale
+  double vmin = 0, vmax = 1;                        // the color scale
   std::string xlabel = "key", ylabel = "query";
   int cell = 8;  // pixels per cell
 };

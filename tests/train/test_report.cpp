@@ -57,13 +57,17 @@ std::string find_chromium() {
   return "";
 }
 
-RunConfig tiny_run(const std::string& run_dir, const std::string& attention, std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"model.preset=custom",   "model.vocab_size=32",  "model.hidden=16",
-                                "model.layers=2",        "model.heads=2",        "model.intermediate=32",
-                                "model.max_positions=16", "model.attention=" + attention, "train.seq_len=12",
-                                "train.batch_size=4",    "train.max_steps=6",    "train.warmup_steps=2",
-                                "train.lr=3e-3",         "train.eval_every=3",   "train.eval_batches=2",
-                                "train.log_every=1",     "train.save_every=0",   "train.run_dir=" + run_dir};
+RunConfig tiny_run(const std::string& run_dir, const std::string& attention,
+                   std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"model.preset=custom",    "model.vocab_size=32",
+                                "model.hidden=16",        "model.layers=2",
+                                "model.heads=2",          "model.intermediate=32",
+                                "model.max_positions=16", "model.attention=" + attention,
+                                "train.seq_len=12",       "train.batch_size=4",
+                                "train.max_steps=6",      "train.warmup_steps=2",
+                                "train.lr=3e-3",          "train.eval_every=3",
+                                "train.eval_batches=2",   "train.log_every=1",
+                                "train.save_every=0",     "train.run_dir=" + run_dir};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("", o);
 }
@@ -103,7 +107,8 @@ TEST_CASE("report svg: axis ranges skip NaN and infinity, ticks cover the data",
   CHECK_FALSE(svg::finite_range({kNaN, kNaN}).found);
   CHECK_FALSE(svg::finite_range({}).found);
 
-  for (auto [lo, hi] : {std::pair{0.13, 0.87}, {-3.0, 250.0}, {1e-4, 9e-4}, {2.0, 2.0}, {0.0, 0.0}, {-5.0, -5.0}}) {
+  for (auto [lo, hi] :
+       {std::pair{0.13, 0.87}, {-3.0, 250.0}, {1e-4, 9e-4}, {2.0, 2.0}, {0.0, 0.0}, {-5.0, -5.0}}) {
     const std::vector<double> t = svg::nice_ticks(lo, hi, 5);
     INFO(lo << " .. " << hi);
     REQUIRE(t.size() >= 2);
@@ -111,7 +116,8 @@ TEST_CASE("report svg: axis ranges skip NaN and infinity, ticks cover the data",
     CHECK(t.back() >= hi);
     CHECK(t.back() > t.front());
     CHECK(t.size() <= 12);
-    for (size_t i = 2; i < t.size(); ++i) CHECK(std::abs((t[i] - t[i - 1]) - (t[1] - t[0])) < 1e-9 * std::abs(t[1]));
+    for (size_t i = 2; i < t.size(); ++i)
+      CHECK(std::abs((t[i] - t[i - 1]) - (t[1] - t[0])) < 1e-9 * (t[1] - t[0]));
   }
   CHECK(svg::tick_label(0.4, 0.2) == "0.4");
   CHECK(svg::tick_label(200, 100) == "200");
@@ -133,6 +139,15 @@ TEST_CASE("report svg: a constant series, a single point, no data", "[report]") 
   std::string s = svg::line_chart(c);
   CHECK(count(s, "<polyline") == 1);
   CHECK(all_numbers_finite(s));
+
+  // A fixed y range (rates): a constant 0 sits on the bottom of [0, 1], no negative tick.
+  c.series = {{"rate", "#000000", {0, 10, 20}, {0, 0, 0}}};
+  c.ymin = 0;
+  c.ymax = 1;
+  s = svg::line_chart(c);
+  CHECK(s.find(">-") == std::string::npos);
+  CHECK(s.find(">1.0</text>") != std::string::npos);
+  c.ymin = c.ymax = kNaN;
 
   c.series = {{"one", "#000000", {7}, {0.3}}};
   s = svg::line_chart(c);
@@ -157,11 +172,13 @@ TEST_CASE("report svg: a constant series, a single point, no data", "[report]") 
   CHECK(svg::color_map(kNaN) == "#dddddd");
 }
 
-TEST_CASE("report: layer metrics are read from DiagnosticsReport JSON, bad input names the file", "[report]") {
+TEST_CASE("report: layer metrics are read from DiagnosticsReport JSON, bad input names the file",
+          "[report]") {
   const nlohmann::json j = {
       {"attn",
-       {{"layers", {{{"gtd", 0.1}, {"indirect_entropy", 1.0}, {"entropy", 2.0}},
-                    {{"gtd", nullptr}, {"indirect_entropy", 1.5}, {"entropy", 2.5}}}},
+       {{"layers",
+         {{{"gtd", 0.1}, {"indirect_entropy", 1.0}, {"entropy", 2.0}},
+          {{"gtd", nullptr}, {"indirect_entropy", 1.5}, {"entropy", 2.5}}}},
         {"last_layer_head_entropy", {2.4, 2.6}}}},
       {"probs", {{"layers", nlohmann::json::array()}, {"last_layer_head_entropy", nlohmann::json::array()}}}};
   const LayerMetrics a = layer_metrics_from_json(j, "attn", "x.json");
@@ -178,7 +195,8 @@ TEST_CASE("report: layer metrics are read from DiagnosticsReport JSON, bad input
   fs::create_directories(dir);
   ReportOptions o;
   o.runs = {dir};
-  CHECK_THROWS_WITH(build_report(o), Catch::Contains("[report]") && Catch::Contains(dir) && Catch::Contains("metrics.jsonl"));
+  CHECK_THROWS_WITH(build_report(o),
+                    Catch::Contains("[report]") && Catch::Contains(dir) && Catch::Contains("metrics.jsonl"));
   write_file_atomic((fs::path(dir) / "metrics.jsonl").string(), "{\"step\": 1, \"loss\": 2}\n");
   CHECK_THROWS_WITH(build_report(o), Catch::Contains(dir) && Catch::Contains("final"));
   o.runs = {dir + "/nope"};
@@ -203,10 +221,11 @@ TEST_CASE("report: a page comparing an original and a bp_high run has every figu
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(html.find("orig (original)") != std::string::npos);
   CHECK(html.find("bp (bp_high)") != std::string::npos);
-  for (const char* id : {"fig-train-loss", "fig-eval-loss", "fig-lr", "fig-layer-gtd", "fig-layer-indirect-entropy",
-                         "fig-layer-entropy", "fig-head-entropy", "fig-trend-gtd-l0", "fig-trend-gtd-l1",
-                         "fig-trend-entropy-l0", "fig-trend-entropy-l1", "fig-heat-r0-l0-a", "fig-heat-r0-l1-a",
-                         "fig-heat-r1-l0-a", "fig-heat-r1-l0-b", "fig-heat-r1-l1-a", "fig-heat-r1-l1-b", "fig-skip"}) {
+  for (const char* id :
+       {"fig-train-loss", "fig-eval-loss", "fig-lr", "fig-layer-gtd", "fig-layer-indirect-entropy",
+        "fig-layer-entropy", "fig-head-entropy", "fig-trend-gtd-l0", "fig-trend-gtd-l1",
+        "fig-trend-entropy-l0", "fig-trend-entropy-l1", "fig-heat-r0-l0-a", "fig-heat-r0-l1-a",
+        "fig-heat-r1-l0-a", "fig-heat-r1-l0-b", "fig-heat-r1-l1-a", "fig-heat-r1-l1-b", "fig-skip"}) {
     INFO(id);
     CHECK(html.find(std::string("id=\"") + id + "\"") != std::string::npos);
   }
@@ -223,10 +242,12 @@ TEST_CASE("report: a page comparing an original and a bp_high run has every figu
 
   // An analysis.json next to the checkpoint is read instead of recomputing.
   const nlohmann::json fake = {
-      {"attn", {{"layers", {{{"gtd", 0.123456}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
-                {"last_layer_head_entropy", {1.0, 1.0}}}},
-      {"probs", {{"layers", {{{"gtd", 0.25}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
-                 {"last_layer_head_entropy", {1.0, 1.0}}}}};
+      {"attn",
+       {{"layers", {{{"gtd", 0.123456}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
+        {"last_layer_head_entropy", {1.0, 1.0}}}},
+      {"probs",
+       {{"layers", {{{"gtd", 0.25}, {"indirect_entropy", 1.0}, {"entropy", 2.0}}}},
+        {"last_layer_head_entropy", {1.0, 1.0}}}}};
   write_file_atomic((fs::path(orig) / "final" / "analysis.json").string(), fake.dump());
   const std::string again = build_report(o);
   CHECK(again.find((fs::path(orig) / "final" / "analysis.json").string()) != std::string::npos);
@@ -236,16 +257,24 @@ TEST_CASE("report: a page comparing an original and a bp_high run has every figu
   if (chromium.empty()) {
     WARN("chromium is not installed: the headless-browser check of the report is skipped");
   } else {
-    const std::string dom = (fs::path(root) / "dom.html").string(), err = (fs::path(root) / "chromium.log").string();
-    const std::string cmd = "'" + chromium + "' --headless --disable-gpu --no-sandbox --user-data-dir='" + root +
-                            "/chromium-profile' --enable-logging=stderr --v=0 --dump-dom 'file://" + o.out + "' > '" +
-                            dom + "' 2> '" + err + "'";
+    const std::string dom = (fs::path(root) / "dom.html").string(),
+                      err = (fs::path(root) / "chromium.log").string();
+    const std::string cmd = "'" + chromium + "' --headless --disable-gpu --no-sandbox --user-data-dir='" +
+                            root + "/chromium-profile' --enable-logging=stderr --v=0 --dump-dom 'file://" +
+                            o.out + "' > '" + dom + "' 2> '" + err + "'";
     INFO(cmd);
     REQUIRE(std::system(cmd.c_str()) == 0);
     const std::string out = read_file(dom), log = read_file(err);
     INFO(log);
     CHECK(out.find("data-report-check=\"ok\"") != std::string::npos);
     CHECK(log.find("Uncaught") == std::string::npos);
+
+    // The check is not vacuous: a page with a figure missing is flagged, naming it.
+    std::string broken = html;
+    broken.replace(broken.find("id=\"fig-lr\""), 11, "id=\"fig-xx\"");
+    write_file_atomic(o.out, broken);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(read_file(dom).find("data-report-check=\"missing: fig-lr\"") != std::string::npos);
   }
   fs::remove_all(root);
 }

@@ -10,12 +10,13 @@ namespace saobp::cli {
 void register_report(CLI::App& app) {
   static ReportOptions o;
   CLI::App* sub = app.add_subcommand(
-      "report", "Write one self-contained HTML report (inline SVG) comparing run directories: curves, Fig. 4 "
-                "metrics, heatmaps");
+      "report",
+      "Write one self-contained HTML report (inline SVG) comparing run directories: curves, Fig. 4 "
+      "metrics, heatmaps");
   sub->add_option("runs", o.runs, "run directories (each with metrics.jsonl and final/)")->required();
   sub->add_option("--out", o.out, "the HTML file to write")->capture_default_str();
   sub->add_option("--samples", o.samples,
-                  "validation samples averaged for the per-layer metrics (when final/analysis.json is absent)")
+                  "validation samples averaged for the per-layer metrics (without final/analysis.json)")
       ->capture_default_str();
   sub->add_option("--sample-index", o.sample_index, "the validation sample drawn in the heatmaps")
       ->capture_default_str();
