@@ -28,18 +28,8 @@ SAOBP=${SAOBP:-build/saobp}
 PY=/usr/bin/python3
 read -r -a EXTRA <<<"${BENCH_ARGS:-}"
 
-need=()
-dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" || need+=(python3-torch)
-dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" ||
-  need+=(libopenblas0-pthread)
-if ((${#need[@]})); then
-  echo "compare: installing ${need[*]} (Debian)"
-  SUDO=""
-  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+# python3-torch and OpenBLAS through the project's installer (apt only when one is missing).
+bash tools/deps.sh python3-torch libopenblas0-pthread
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 echo "compare: libblas.so.3 -> $blas"
 case "$blas" in

@@ -18,10 +18,28 @@ void predicted(const Tensor& labels, std::vector<int32_t>& pos, std::vector<int3
     if (lab[k] != -100) pos.push_back(static_cast<int32_t>(k)), tgt.push_back(lab[k]);
 }
 
-class MlmTask : public Task {
+// What both objectives share: the config, the data (MlmData or ClmData: a batch source and the
+// tokenizer), and the Task methods that only read them.
+template <class Data>
+class LmTask : public Task {
+ public:
+  int64_t batch_size() const override { return cfg_.train.batch_size; }
+  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
+    const auto b = data_.source->batch(split, index);
+    ids = b.ids, mask = b.key_mask;
+  }
+  const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+
+ protected:
+  LmTask(const RunConfig& cfg, Data data) : cfg_(cfg), data_(std::move(data)) {}
+  RunConfig cfg_;
+  Data data_;
+};
+
+class MlmTask : public LmTask<MlmData> {
  public:
   explicit MlmTask(const RunConfig& cfg)
-      : cfg_(cfg), data_(prepare_mlm_data(cfg)), model_(encoder_config(cfg), cfg.train.seed) {}
+      : LmTask(cfg, prepare_mlm_data(cfg)), model_(encoder_config(cfg), cfg.train.seed) {}
   ParamStore& params() override { return model_.params(); }
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const MlmBatch b = data_.source->batch(Split::train, index);
@@ -61,28 +79,20 @@ class MlmTask : public Task {
     for (int64_t t = 0; t < T; ++t) all[static_cast<size_t>(t)] = static_cast<int32_t>(t);
     logits = model_.mlm_logits(h, Tensor::from_vector(all, {T})).data().view({1, T, -1});
   }
-  int64_t batch_size() const override { return cfg_.train.batch_size; }
-  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
-    const auto b = data_.source->batch(split, index);
-    ids = b.ids, mask = b.key_mask;
-  }
   nlohmann::json hf_config() const override {
     nlohmann::json j = bert_hf_config(cfg_.model, data_.pad_id);
     j["architectures"] = nlohmann::json::array({"BertForMaskedLM"});
     return j;
   }
-  const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
 
  private:
-  RunConfig cfg_;
-  MlmData data_;
   BertForMaskedLM model_;
 };
 
-class ClmTask : public Task {
+class ClmTask : public LmTask<ClmData> {
  public:
   explicit ClmTask(const RunConfig& cfg)
-      : cfg_(cfg), data_(prepare_clm_data(cfg)), model_(decoder_config(cfg), cfg.train.seed) {}
+      : LmTask(cfg, prepare_clm_data(cfg)), model_(decoder_config(cfg), cfg.train.seed) {}
   ParamStore& params() override { return model_.params(); }
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const ClmBatch b = data_.source->batch(Split::train, index);
@@ -121,21 +131,13 @@ class ClmTask : public Task {
     model_.capture_hidden(nullptr);
     logits = model_.lm_head(h).data();
   }
-  int64_t batch_size() const override { return cfg_.train.batch_size; }
-  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
-    const auto b = data_.source->batch(split, index);
-    ids = b.ids, mask = b.key_mask;
-  }
   nlohmann::json hf_config() const override {
     nlohmann::json j = gpt2_hf_config(cfg_.model, data_.eos_id);
     j["architectures"] = nlohmann::json::array({"GPT2LMHeadModel"});
     return j;
   }
-  const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
 
  private:
-  RunConfig cfg_;
-  ClmData data_;
   GPT2LMHeadModel model_;
 };
 

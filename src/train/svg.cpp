@@ -190,6 +190,23 @@ std::string tick_label(double v, double step) {
   return fmt::format("{:.{}f}", v, decimals);
 }
 
+namespace {
+// The plot area's white box, and a light horizontal grid line with its label at every y tick.
+template <class YMap>
+std::string plot_area(const Frame& f, const std::vector<double>& yt, YMap Y, double ystep) {
+  std::string out = fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n", num(f.left),
+      num(f.top), num(f.pw()), num(f.ph()));
+  for (double v : yt) {
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
+                       num(Y(v)), num(f.left + f.pw()), num(Y(v)));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5),
+                       num(Y(v) + 4), escape(tick_label(v, ystep)));
+  }
+  return out;
+}
+}  // namespace
+
 std::string line_chart(const LineChart& c) {
   Frame f;
   f.width = c.width;
@@ -229,14 +246,7 @@ std::string line_chart(const LineChart& c) {
   const std::string leg = legend(entries, f.width, f.height, height);
 
   std::string out = svg_open(c.id, f.width, height);
-  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n",
-                     num(f.left), num(f.top), num(f.pw()), num(f.ph()));
-  for (double v : yt) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
-                       num(Y(v)), num(f.left + f.pw()), num(Y(v)));
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5),
-                       num(Y(v) + 4), escape(tick_label(v, ystep)));
-  }
+  out += plot_area(f, yt, Y, ystep);
   for (double v : xt) {
     out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(X(v)),
                        num(f.top), num(X(v)), num(f.top + f.ph()));
@@ -298,14 +308,7 @@ std::string bar_chart(const BarChart& c) {
   const std::string leg = legend(entries, f.width, f.height, height);
 
   std::string out = svg_open(c.id, f.width, height);
-  out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n",
-                     num(f.left), num(f.top), num(f.pw()), num(f.ph()));
-  for (double v : yt) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
-                       num(Y(v)), num(f.left + f.pw()), num(Y(v)));
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", num(f.left - 5),
-                       num(Y(v) + 4), escape(tick_label(v, ystep)));
-  }
+  out += plot_area(f, yt, Y, ystep);
   out += title_and_labels(f, c.title, c.xlabel, c.ylabel);
   const size_t ncat = std::max<size_t>(1, c.categories.size()), nser = std::max<size_t>(1, c.series.size());
   const double group = f.pw() / static_cast<double>(ncat), bar = group * 0.8 / static_cast<double>(nser);
