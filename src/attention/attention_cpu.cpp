@@ -3,14 +3,14 @@
 //   backward: dB = dO Vᵀ, dV += Bᵀ dO, ds = refine_backward(dB) (through A), dQ += scale ds K,
 //             dK += scale dsᵀ Q,  dλ_h += ∂L/∂c · dc/dλ
 // with refine = identity (original), the Potts BP steps (bp_potts.cpp) or ElemMul
-// (bp_elemmul.cpp). Each tile's GEMMs run single-threaded Eigen inside its thread, and λ's
-// gradient is summed over the batch in order: results do not depend on the thread count.
+// (bp_elemmul.cpp). Each tile's GEMMs run on its thread (tile_gemm: our sgemm for f32, Eigen for
+// f64), and λ's gradient is summed over the batch in order: results do not depend on the thread
+// count.
 // CUDA twin: src/tensor/cuda/attention.cu.
-#include <Eigen/Core>
-
 #include "attention/tile.h"
 #include "tensor/checks.h"
 #include "tensor/cpu/common.h"
+#include "tensor/cpu/tile_gemm.h"
 
 namespace saobp::cpu {
 
@@ -18,11 +18,6 @@ using attn::Scratch;
 using attn::TileMask;
 
 namespace {
-
-template <class T>
-using RowMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using CRowMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 using Dims = AttnDims;
 
@@ -54,8 +49,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       const int64_t b = bh / d.NH, h = bh % d.NH;
       const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
       T* s = w.d.data();
-      RowMap<T>(s, d.T, d.T).noalias() =
-          static_cast<T>(p.scale) * (CRowMap<T>(qp + bh * QS, d.T, d.HS) * CRowMap<T>(kp + bh * QS, d.T, d.HS).transpose());
+      tile_gemm(d.T, d.T, d.HS, static_cast<T>(p.scale), qp + bh * QS, false, kp + bh * QS, true, T(0), s);  // scale Q Kᵀ
       T* B = pp + bh * T2;
       switch (p.variant) {
         case AttnVariant::original: attn::softmax_tile(m, s, B); break;
@@ -75,7 +69,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
           break;
         }
       }
-      RowMap<T>(op + bh * QS, d.T, d.HS).noalias() = CRowMap<T>(B, d.T, d.T) * CRowMap<T>(vp + bh * QS, d.T, d.HS);
+      tile_gemm(d.T, d.HS, d.T, T(1), B, false, vp + bh * QS, false, T(0), op + bh * QS);  // O = B V
     }
   });
 }
@@ -102,10 +96,10 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
       const int64_t b = bh / d.NH, h = bh % d.NH;
       const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
       const T* B = pp + bh * T2;
-      CRowMap<T> dO(gp + bh * QS, d.T, d.HS);
+      const T* dO = gp + bh * QS;
       T* dB = w.d.data();
-      RowMap<T>(dB, d.T, d.T).noalias() = dO * CRowMap<T>(vp + bh * QS, d.T, d.HS).transpose();
-      if (gvp) RowMap<T>(gvp + bh * QS, d.T, d.HS).noalias() += CRowMap<T>(B, d.T, d.T).transpose() * dO;
+      tile_gemm(d.T, d.T, d.HS, T(1), dO, false, vp + bh * QS, true, T(0), dB);     // dB = dO Vᵀ
+      if (gvp) tile_gemm(d.T, d.HS, d.T, T(1), B, true, dO, false, T(1), gvp + bh * QS);  // dV += Bᵀ dO
       if (!gqp && !gkp && !glambda.defined()) continue;
       T* ds = w.e.data();
       std::fill(ds, ds + T2, T(0));
@@ -125,9 +119,8 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
           attn::elemmul_backward(m, sp + bh * T2, B, ap + bh * d.T, dB, ds, w);
           break;
       }
-      CRowMap<T> dS(ds, d.T, d.T);
-      if (gqp) RowMap<T>(gqp + bh * QS, d.T, d.HS).noalias() += sc * (dS * CRowMap<T>(kp + bh * QS, d.T, d.HS));
-      if (gkp) RowMap<T>(gkp + bh * QS, d.T, d.HS).noalias() += sc * (dS.transpose() * CRowMap<T>(qp + bh * QS, d.T, d.HS));
+      if (gqp) tile_gemm(d.T, d.HS, d.T, sc, ds, false, kp + bh * QS, false, T(1), gqp + bh * QS);  // dQ += sc dS K
+      if (gkp) tile_gemm(d.T, d.HS, d.T, sc, ds, true, qp + bh * QS, false, T(1), gkp + bh * QS);   // dK += sc dSᵀ Q
     }
   });
   if (glambda.defined() && !lam.empty()) {

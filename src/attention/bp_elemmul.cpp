@@ -8,23 +8,16 @@
 //   dA    = dP A + dPᵀ A          (P_jk = Σ_m A_jm A_km is bilinear in A)
 //   ds   += softmax backward of A for dA
 // A row with r_j = 0 (no allowed entry) gives B_j = 0 and passes no gradient.
-#include <Eigen/Core>
-
 #include "attention/tile.h"
+#include "tensor/cpu/tile_gemm.h"
 
 namespace saobp::attn {
-
-template <class T>
-using RowMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-template <class T>
-using CRowMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 template <class T>
 void elemmul_forward(const TileMask& m, const T* A, T* B, T* r, Scratch<T>& w) {
   const int64_t n = m.T;
   T* P = w.a.data();
-  CRowMap<T> a(A, n, n);
-  RowMap<T>(P, n, n).noalias() = a * a.transpose();
+  cpu::tile_gemm(n, n, n, T(1), A, false, A, true, T(0), P);  // P = A Aᵀ
   for (int64_t j = 0; j < n; ++j) {
     const T* Pj = P + j * n;
     T* Bj = B + j * n;
@@ -51,10 +44,8 @@ void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, con
     const T inv = T(1) / r[j];
     for (int64_t k = 0; k < n; ++k) dPj[k] = m.allowed(j, k) ? (dBj[k] - d) * inv : T(0);
   }
-  CRowMap<T> a(A, n, n), dp(dP, n, n);
-  RowMap<T> da(dA, n, n);
-  da.noalias() = dp * a;
-  da.noalias() += dp.transpose() * a;
+  cpu::tile_gemm(n, n, n, T(1), dP, false, A, false, T(0), dA);  // dA = dP A
+  cpu::tile_gemm(n, n, n, T(1), dP, true, A, false, T(1), dA);   //    + dPᵀ A
   softmax_tile_backward(m, A, dA, ds);
 }
 

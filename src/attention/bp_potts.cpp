@@ -13,7 +13,6 @@
 //   dP_ik = dF_ik · (-c) / (1 - c P_ik),   ∂L/∂c += dF_ik · (-P_ik) / (1 - c P_ik)
 // and dP becomes the dB of the previous step; after the first step dA goes through the softmax
 // backward of A into ds.
-#include <Eigen/Core>
 #include <algorithm>
 
 #include "attention/tile.h"

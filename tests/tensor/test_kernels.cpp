@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "support.h"
+#include "tensor/cpu/sgemm.h"
 #include "tensor/philox.h"
 
 using namespace saobp;
@@ -11,6 +12,8 @@ using Catch::Contains;
 using saobp::test::randn;
 using saobp::test::randu;
 using saobp::test::values;
+using saobp::test::bitwise_equal;
+using saobp::test::with_threads;
 
 namespace {
 
@@ -139,6 +142,60 @@ TEST_CASE("batched gemm, with batch-1 broadcast on either side", "[kernels]") {
         run_gemm_case({4, 1, 4, 6, 3, 5, ta, tb, 1.0, 1.0}, dt);
         run_gemm_case({5, 5, 5, 33, 17, 9, ta, tb, 0.5, -1.0}, dt);
       }
+}
+
+TEST_CASE("f32 gemm across the packing blocks (depth 256, rows 1536, columns 512)", "[kernels]") {
+  // Depth blocks 256 + 256 + 88 (the second and third add into c), a row block past 1536 and a
+  // column panel past 512, edge tiles on every side, both operand layouts of each side.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      run_gemm_case({1, 1, 1, 1541, 600, 37, ta, tb, 1.0, 0.0}, DType::f32);
+      run_gemm_case({1, 1, 1, 29, 300, 1037, ta, tb, 0.5, -0.75}, DType::f32);
+      run_gemm_case({1, 1, 1, 25, 513, 45, ta, tb, 1.0, 1.0}, DType::f32, /*nan_c=*/false);
+    }
+  run_gemm_case({1, 1, 1, 61, 700, 77, false, true, 1.0, 0.0}, DType::f32, /*nan_c=*/true);
+}
+
+TEST_CASE("f32 gemm: the bits depend on neither threads, team split, batching nor micro-kernel",
+          "[kernels][determinism]") {
+  // sgemm.cpp: each element is the same fma chain per depth block whoever computes it.
+  struct Case {
+    int64_t Bc, M, K, N;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {{1, 700, 600, 530, false, true}, {1, 257, 1100, 70, true, false},
+                                   {1, 1600, 40, 300, false, false}, {6, 45, 70, 33, false, true},
+                                   {5, 64, 300, 50, true, true}};
+  for (const Case& k : cases) {
+    INFO("Bc " << k.Bc << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb);
+    const Tensor a = randn(k.ta ? Shape{k.Bc, k.K, k.M} : Shape{k.Bc, k.M, k.K}, 21, DType::f32);
+    const Tensor b = randn(k.tb ? Shape{k.Bc, k.N, k.K} : Shape{k.Bc, k.K, k.N}, 22, DType::f32);
+    const Tensor c0 = randn({k.Bc, k.M, k.N}, 23, DType::f32);
+    auto run = [&](int threads, cpu::SgemmKernel kernel) {
+      cpu::sgemm_use_kernel(kernel);
+      Tensor c = c0.clone();
+      with_threads(threads, [&] { kern::gemm(a, k.ta, b, k.tb, c, 0.75, 1.0); });
+      cpu::sgemm_use_kernel(cpu::SgemmKernel::native);
+      return c;
+    };
+    const Tensor ref = run(1, cpu::SgemmKernel::native);
+    REQUIRE(saobp::test::all_finite(ref));
+    CHECK(bitwise_equal(run(2, cpu::SgemmKernel::native), ref));
+    CHECK(bitwise_equal(run(3, cpu::SgemmKernel::native), ref));
+    CHECK(bitwise_equal(run(1, cpu::SgemmKernel::portable), ref));
+    CHECK(bitwise_equal(run(2, cpu::SgemmKernel::portable), ref));
+    // One item at a time on the calling thread (as the attention tiles call it).
+    Tensor one = c0.clone();
+    const int64_t as = k.M * k.K, bs = k.K * k.N;
+    for (int64_t i = 0; i < k.Bc; ++i) {
+      const float* ap = a.data<float>() + i * as;
+      const float* bp = b.data<float>() + i * bs;
+      const cpu::SView av = k.ta ? cpu::SView{ap, 1, k.M} : cpu::SView{ap, k.K, 1};
+      const cpu::SView bv = k.tb ? cpu::SView{bp, 1, k.K} : cpu::SView{bp, k.N, 1};
+      cpu::sgemm(k.M, k.N, k.K, 0.75f, av, bv, 1.0f, one.data<float>() + i * k.M * k.N, k.N, false);
+    }
+    CHECK(bitwise_equal(one, ref));
+  }
 }
 
 TEST_CASE("gemm with K = 0 scales c by beta", "[kernels]") {

@@ -1,15 +1,20 @@
-// CPU GEMM: c = alpha op(a) op(b) + beta c, batched, through Eigen's row-major maps.
+// CPU GEMM: c = alpha op(a) op(b) + beta c, batched.
 // CUDA twin: src/tensor/cuda/gemm.cpp (cuBLAS, host code only).
 //
-// Threading is ours, not Eigen's (EIGEN_DONT_PARALLELIZE): Eigen's parallel GEMM derives its
+// f32 (training) runs our packed GEMM (sgemm.cpp), whose results do not depend on the thread
+// count by construction. f64 (gradient checks, references) runs Eigen's row-major maps; there
+// the threading is ours, not Eigen's (EIGEN_DONT_PARALLELIZE): Eigen's parallel GEMM derives its
 // depth blocking from the thread count, which changes the order of the k-sum and so the bits
 // of the result. We cut the output into tiles whose size depends only on (M, N) and let each
 // thread run single-threaded Eigen on whole tiles; every output element is then computed the
 // same way whatever OMP_NUM_THREADS is.
 #include <Eigen/Core>
 
+#include <type_traits>
+
 #include "tensor/checks.h"
 #include "tensor/cpu/common.h"
+#include "tensor/cpu/sgemm.h"
 
 namespace saobp::cpu {
 
@@ -79,10 +84,39 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
   }
 }
 
+// f32: each batch item is one sgemm. Many items go one per thread (each alone); otherwise the
+// items run in turn, each split over the team. Either way the bits are the same (sgemm.cpp).
+void gemm_f32(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  const GemmDims g = check_gemm(a, ta, b, tb, c);
+  const int64_t M = g.M, N = g.N, K = g.K;
+  if (M == 0 || N == 0) return;
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* cp = c.data<float>();
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  auto item = [&](int64_t bi, bool team) {
+    const float* A = ap + (g.Ba == 1 ? 0 : bi * M * K);
+    const float* B = bp + (g.Bb == 1 ? 0 : bi * K * N);
+    const SView av = ta ? SView{A, 1, M} : SView{A, K, 1};  // op(a) (i, k)
+    const SView bv = tb ? SView{B, 1, K} : SView{B, N, 1};  // op(b) (k, j)
+    sgemm(M, N, K, al, av, bv, be, cp + bi * M * N, N, team);
+  };
+  const int64_t nt = omp_get_max_threads();
+  if (g.Bc > 1 && nt > 1 && (g.Bc % nt == 0 || g.Bc >= 4 * nt)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t bi = 0; bi < g.Bc; ++bi) item(bi, false);
+  } else {
+    for (int64_t bi = 0; bi < g.Bc; ++bi) item(bi, true);
+  }
+}
+
 }  // namespace
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
-  dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
+  dispatch_float(c.dtype(), "gemm", [&](auto tag) {
+    if constexpr (std::is_same_v<decltype(tag), float>) gemm_f32(a, ta, b, tb, c, alpha, beta);
+    else gemm_t<double>(a, ta, b, tb, c, alpha, beta);
+  });
 }
 
 }  // namespace saobp::cpu

@@ -1,0 +1,411 @@
+// f32 GEMM: c = alpha · a · b + beta · c (sgemm.h), after BLIS (Van Zee & van de Geijn, "BLIS: A
+// Framework for Rapidly Instantiating BLAS Functionality", 2015).
+//
+// Structure. The depth K is cut into blocks of KC = 256; for each depth block, a block of up to
+// MCB rows of `a` is packed into MR-row slivers (k-major: MR values per k), and a panel of up to
+// NC columns of `b` into NR-column slivers (NR values per k). A micro-kernel multiplies one
+// MR-sliver by one NR-sliver into an MR×NR tile of registers, one fused multiply-add per element
+// per k, and adds the tile into c. The loops, outer to inner:
+//   depth block p0 (KC) → row block i0 (MCB; pack a) → column panel j0 (NC; pack b)
+//     → row sliver (MR) → column sliver (NR) → micro-kernel over the kc values of the block.
+// The a sliver (MR·KC floats, 12 KB) stays in L1 while the b panel (KC·NC, 512 KB) streams from L2.
+//
+// Determinism. Element (i, j) is computed as: for each depth block in order, acc = 0 then
+// acc = fma(a(i,k), b(k,j), acc) for k through the block in order, then c = alpha·acc + beta'·c
+// (beta' = beta for the first block, 1 after; two roundings, never fused). Block boundaries
+// depend on K alone. Nothing else enters an element's value: not which thread computes it, not
+// where the tiles or slivers fall (edge tiles run the same kernel into a buffer, then apply the
+// same update in scalar code, which performs the same IEEE operations as the vector code under
+// -ffp-contract=off), not the instruction set (each kernel does the same fma chain). So the
+// team split below may depend on the thread count, and results still do not.
+//
+// Threads. In a team, the packing of each a block and b panel is shared out by slivers, a
+// barrier follows, then the MR×NR tiles of (row block × column panel) are handed out
+// dynamically, then a barrier before the buffers are reused. Batched products with many
+// items go item-per-thread instead (gemm.cpp), each thread with its own buffers.
+#include "tensor/cpu/sgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+namespace saobp::cpu {
+
+namespace {
+
+constexpr int64_t KC = 256;   // depth block: fixed, it decides the order of every sum
+constexpr int64_t MCB = 1536;  // rows packed at once (a multiple of every kernel's MR)
+constexpr int64_t NC = 512;    // columns packed at once (a multiple of every kernel's NR)
+
+// ------------------------------------------------------------------------ tile update
+// c[r, j] = alpha · acc[r, j] + beta · c[r, j] for the m×n corner of an acc tile (rows `ld`
+// apart). The vector kernels' full tiles perform these same operations lane by lane.
+void update_tile(const float* acc, int64_t ld, int64_t m, int64_t n, float* c, int64_t ldc, float alpha,
+                 float beta) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* s = acc + r * ld;
+    float* d = c + r * ldc;
+    if (beta == 0.0f)
+      for (int64_t j = 0; j < n; ++j) d[j] = alpha * s[j];
+    else if (beta == 1.0f)
+      for (int64_t j = 0; j < n; ++j) d[j] = d[j] + alpha * s[j];
+    else
+      for (int64_t j = 0; j < n; ++j) d[j] = beta * d[j] + alpha * s[j];
+  }
+}
+
+// A micro-kernel: the MR×NR tile of (a sliver)·(b sliver) over kc, added into c's m×n corner.
+// The b sliver is k-major (NR values per k). The a sliver is k-major (MR values per k) or, when
+// RowA, row-major (kc values per row: a copied from row-major memory without a transpose); the
+// layout changes where a value is read, not the arithmetic.
+using KernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
+                          float beta, int64_t m, int64_t n);
+struct Kernel {
+  int64_t mr, nr;
+  KernelFn kmajor, rowa;  // a sliver k-major / row-major
+  const char* name;
+};
+// a(r, k) of a packed sliver: `rs` apart by row, `ks` by k.
+template <bool RowA, int64_t MR>
+struct ASliver {
+  int64_t rs, ks;
+  explicit ASliver(int64_t kc) : rs(RowA ? kc : 1), ks(RowA ? 1 : MR) {}
+};
+
+// ------------------------------------------------------------------------ portable kernel
+// ap: (kc, MR) k-major  bp: (kc, NR) k-major. std::fma is one rounding, as the vector FMAs.
+constexpr int64_t MR_P = 4, NR_P = 16;
+template <bool RowA>
+void kernel_portable(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+                     float alpha, float beta, int64_t m, int64_t n) {
+  const ASliver<RowA, MR_P> as(kc);
+  float acc[MR_P * NR_P] = {};
+  for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_P)
+    for (int64_t r = 0; r < MR_P; ++r)
+      for (int64_t j = 0; j < NR_P; ++j) acc[r * NR_P + j] = std::fma(ap[r * as.rs], bp[j], acc[r * NR_P + j]);
+  update_tile(acc, NR_P, m, n, c, ldc, alpha, beta);
+}
+
+// ------------------------------------------------------------------------ AVX-512 kernel
+// 12×32: 24 zmm accumulators, two zmm of b and one broadcast of a per k (BLIS's skx shape,
+// transposed for row-major c). 24 FMAs per 14 loads keeps both FMA ports busy.
+#if defined(__AVX512F__)
+constexpr int64_t MR_512 = 12, NR_512 = 32;
+template <bool RowA>
+void kernel_avx512(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+                   float alpha, float beta, int64_t m, int64_t n) {
+  const ASliver<RowA, MR_512> as(kc);
+  __m512 acc[MR_512][2];
+  for (int r = 0; r < MR_512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_512) {
+    const __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR_512; ++r) {
+      const __m512 x = _mm512_set1_ps(ap[r * as.rs]);
+      acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  if (m == MR_512 && n == NR_512) {
+    const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
+    for (int r = 0; r < MR_512; ++r)
+      for (int h = 0; h < 2; ++h) {
+        float* d = c + r * ldc + h * 16;
+        const __m512 t = _mm512_mul_ps(al, acc[r][h]);
+        if (beta == 0.0f) _mm512_storeu_ps(d, t);
+        else if (beta == 1.0f) _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), t));
+        else _mm512_storeu_ps(d, _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(d)), t));
+      }
+    return;
+  }
+  alignas(64) float buf[MR_512 * NR_512];
+  for (int r = 0; r < MR_512; ++r) {
+    _mm512_store_ps(buf + r * NR_512, acc[r][0]);
+    _mm512_store_ps(buf + r * NR_512 + 16, acc[r][1]);
+  }
+  update_tile(buf, NR_512, m, n, c, ldc, alpha, beta);
+}
+constexpr Kernel kNative{MR_512, NR_512, kernel_avx512<false>, kernel_avx512<true>, "avx512 12x32"};
+
+// ------------------------------------------------------------------------ AVX2 kernel
+// 6×16: 12 ymm accumulators, two ymm of b, one broadcast (the 16 ymm registers allow no more).
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t MR_256 = 6, NR_256 = 16;
+template <bool RowA>
+void kernel_avx2(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+                 float alpha, float beta, int64_t m, int64_t n) {
+  const ASliver<RowA, MR_256> as(kc);
+  __m256 acc[MR_256][2];
+  for (int r = 0; r < MR_256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_256) {
+    const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR_256; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ap + r * as.rs);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  if (m == MR_256 && n == NR_256) {
+    const __m256 al = _mm256_set1_ps(alpha), be = _mm256_set1_ps(beta);
+    for (int r = 0; r < MR_256; ++r)
+      for (int h = 0; h < 2; ++h) {
+        float* d = c + r * ldc + h * 8;
+        const __m256 t = _mm256_mul_ps(al, acc[r][h]);
+        if (beta == 0.0f) _mm256_storeu_ps(d, t);
+        else if (beta == 1.0f) _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), t));
+        else _mm256_storeu_ps(d, _mm256_add_ps(_mm256_mul_ps(be, _mm256_loadu_ps(d)), t));
+      }
+    return;
+  }
+  alignas(32) float buf[MR_256 * NR_256];
+  for (int r = 0; r < MR_256; ++r) {
+    _mm256_store_ps(buf + r * NR_256, acc[r][0]);
+    _mm256_store_ps(buf + r * NR_256 + 8, acc[r][1]);
+  }
+  update_tile(buf, NR_256, m, n, c, ldc, alpha, beta);
+}
+constexpr Kernel kNative{MR_256, NR_256, kernel_avx2<false>, kernel_avx2<true>, "avx2 6x16"};
+#else
+constexpr Kernel kNative{MR_P, NR_P, kernel_portable<false>, kernel_portable<true>, "portable 4x16"};
+#endif
+constexpr Kernel kPortable{MR_P, NR_P, kernel_portable<false>, kernel_portable<true>, "portable 4x16"};
+static_assert(MCB % kNative.mr == 0 && MCB % MR_P == 0 && NC % kNative.nr == 0 && NC % NR_P == 0);
+
+std::atomic<const Kernel*> g_kernel{&kNative};
+
+// ------------------------------------------------------------------------ packing
+// dst[k·w + r] = src[r·ld + k] for r < rows, 0 for rows <= r < w, k < kc: `rows` rows of a
+// matrix stored along k, written k-major. This is the packing of a not transposed in memory
+// and of b transposed in memory (x·Wᵀ). With AVX-512, 16 rows × 16 k at a time go through an
+// in-register 16×16 transpose; the plain loop below is the reference for it and handles the
+// last kc % 16 values.
+void pack_transposed_scalar(const float* src, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int64_t w,
+                            float* dst) {
+  for (int64_t r = 0; r < w; ++r)
+    for (int64_t k = k0; k < kc; ++k) dst[k * w + r] = r < rows ? src[r * ld + k] : 0.0f;
+}
+
+#if defined(__AVX512F__)
+// v[i] = row i (16 floats) → v[j] = column j.
+inline void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a0 = _mm512_castps_pd(t[i]), a1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d a2 = _mm512_castps_pd(t[i + 2]), a3 = _mm512_castps_pd(t[i + 3]);
+    v[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    v[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    v[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    v[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  // Now v[4q + j] holds, in each 128-bit lane l, column (4l + j) of rows 4q..4q+3.
+  for (int g = 0; g < 16; g += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[g + j] = _mm512_shuffle_f32x4(v[g + j], v[g + 4 + j], 0x88);
+      t[g + 4 + j] = _mm512_shuffle_f32x4(v[g + j], v[g + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    v[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    v[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t w, float* dst) {
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16)
+    for (int64_t g = 0; g < w; g += 16) {
+      __m512 v[16];
+      for (int64_t i = 0; i < 16; ++i)
+        v[i] = g + i < rows ? _mm512_loadu_ps(src + (g + i) * ld + k) : _mm512_setzero_ps();
+      transpose16(v);
+      const __mmask16 lanes = static_cast<__mmask16>((1u << std::min<int64_t>(16, w - g)) - 1u);
+      for (int64_t j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (k + j) * w + g, lanes, v[j]);
+    }
+  pack_transposed_scalar(src, ld, rows, k, kc, w, dst);
+}
+#else
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t w, float* dst) {
+  pack_transposed_scalar(src, ld, rows, 0, kc, w, dst);
+}
+#endif
+
+// d[0, n) = s[0, n), d[n, w) = 0. Short rows (12 or 32 floats) are the common case: with
+// AVX-512 one masked load and store per 16 lanes instead of a memcpy call.
+inline void copy_pad(float* d, const float* s, int64_t n, int64_t w) {
+#if defined(__AVX512F__)
+  for (int64_t j = 0; j < w; j += 16) {
+    const int64_t valid = std::clamp<int64_t>(n - j, 0, 16), lanes = std::min<int64_t>(16, w - j);
+    const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << valid) - 1u), s + j);
+    _mm512_mask_storeu_ps(d + j, static_cast<__mmask16>((1u << lanes) - 1u), v);
+  }
+#else
+  std::copy(s, s + n, d);
+  std::fill(d + n, d + w, 0.0f);
+#endif
+}
+
+// Any other strides (not used by the kernel API, kept for completeness).
+void pack_strided(const float* src, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t w, float* dst) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = 0; r < w; ++r) dst[k * w + r] = r < rows ? src[r * rs + k * ks] : 0.0f;
+}
+
+// Whether a's slivers are packed row-major (a row-major in memory: rows are copied whole).
+bool a_row_layout(const SView& a) { return a.cs == 1 && a.rs != 1; }
+
+// A block of op(a) (lanes = rows) or a panel of op(b) (lanes = columns) to pack: `cnt` lanes ×
+// kc depth from p (lane stride ls, depth stride ds), into slivers of w lanes at dst + s·w·kc,
+// each (kc, w) k-major, or (w, kc) when row_layout; lanes cnt..w-1 of the last sliver are zero.
+// The work is cut into pieces that read memory in order: when lanes are contiguous (a
+// transposed in memory, b not), pieces of 16 depth values across all slivers (whole rows of
+// memory); otherwise single slivers (each lane is read along its depth).
+struct Panel {
+  const float* p;
+  int64_t ls, ds, cnt, kc, w;
+  bool row_layout;
+  float* dst;
+
+  int64_t slivers() const { return (cnt + w - 1) / w; }
+  bool by_depth() const { return ls == 1 && !row_layout; }
+  int64_t pieces() const { return by_depth() ? (kc + 15) / 16 : slivers(); }
+
+  void pack(int64_t u) const {
+    if (by_depth()) {
+      for (int64_t k = u * 16; k < std::min(kc, u * 16 + 16); ++k)
+        for (int64_t s = 0; s < slivers(); ++s)
+          copy_pad(dst + s * w * kc + k * w, p + k * ds + s * w, std::min(w, cnt - s * w), w);
+      return;
+    }
+    const int64_t n = std::min(w, cnt - u * w);
+    const float* src = p + u * w * ls;
+    float* d = dst + u * w * kc;
+    if (row_layout) {
+      for (int64_t r = 0; r < n; ++r) std::memcpy(d + r * kc, src + r * ls, static_cast<size_t>(kc) * sizeof(float));
+      std::fill(d + n * kc, d + w * kc, 0.0f);
+    } else if (ds == 1) {
+      pack_transposed(src, ls, n, kc, w, d);
+    } else {
+      pack_strided(src, ls, ds, n, kc, w, d);
+    }
+  }
+};
+
+// ------------------------------------------------------------------------ buffers
+struct AlignedBuffer {
+  float* p = nullptr;
+  size_t n = 0;
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(p); }
+  float* ensure(size_t want) {
+    if (want > n) {
+      std::free(p);
+      const size_t bytes = (want * sizeof(float) + 63) / 64 * 64;
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p) throw std::bad_alloc();
+      n = want;
+    }
+    return p;
+  }
+};
+
+struct Product {
+  int64_t M, N, K;
+  float alpha, beta;
+  SView a, b;
+  float* c;
+  int64_t ldc;
+  const Kernel* kn;
+  float* abuf;  // (MCB / mr slivers) × (KC · mr)
+  float* bbuf;  // (NC / nr slivers) × (KC · nr)
+
+  // The whole product. team: called by every thread of the enclosing parallel region, which
+  // shares out the packing (static) and the tiles (dynamic: a thread slowed by the machine
+  // takes fewer; which thread computes a tile does not change its bits). The worksharing
+  // loops end in implicit barriers, which also keep the buffers from being overwritten while
+  // in use. Not team: the calling thread alone, no OpenMP constructs.
+  void run(bool team) const {
+    const int64_t mr = kn->mr, nr = kn->nr;
+    const KernelFn fn = a_row_layout(a) ? kn->rowa : kn->kmajor;
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+      const int64_t kc = std::min(KC, K - p0);
+      const float be = p0 == 0 ? beta : 1.0f;
+      for (int64_t i0 = 0; i0 < M; i0 += MCB) {
+        const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
+        const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, a_row_layout(a), abuf};
+        if (team) {
+#pragma omp for schedule(static) nowait
+          for (int64_t u = 0; u < pa.pieces(); ++u) pa.pack(u);
+        } else {
+          for (int64_t u = 0; u < pa.pieces(); ++u) pa.pack(u);
+        }
+        for (int64_t j0 = 0; j0 < N; j0 += NC) {
+          const int64_t ncol = std::min(NC, N - j0), ns = (ncol + nr - 1) / nr;
+          const Panel pb{b.p + p0 * b.rs + j0 * b.cs, b.cs, b.rs, ncol, kc, nr, false, bbuf};
+          auto tile = [&](int64_t u) {  // tiles in row-major order: one a sliver serves ns tiles
+            const int64_t ir = u / ns, jr = u % ns, i = ir * mr, j = jr * nr;
+            fn(kc, abuf + ir * mr * kc, bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + j, ldc, alpha, be,
+               std::min(mr, mc - i), std::min(nr, ncol - j));
+          };
+          const int64_t tiles = ms * ns;
+          if (team) {
+#pragma omp for schedule(static)
+            for (int64_t u = 0; u < pb.pieces(); ++u) pb.pack(u);
+#pragma omp for schedule(dynamic, 4)
+            for (int64_t u = 0; u < tiles; ++u) tile(u);
+          } else {
+            for (int64_t u = 0; u < pb.pieces(); ++u) pb.pack(u);
+            for (int64_t u = 0; u < tiles; ++u) tile(u);
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void sgemm_use_kernel(SgemmKernel k) { g_kernel.store(k == SgemmKernel::portable ? &kPortable : &kNative); }
+const char* sgemm_kernel_name() { return g_kernel.load()->name; }
+
+void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, int64_t ldc,
+           bool team) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // c = beta · c (and exactly 0 for beta = 0, whatever c held)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const Kernel* kn = g_kernel.load();
+  // The caller's buffers, shared with its team: sized for one row block and one column panel.
+  static thread_local AlignedBuffer abuf, bbuf;
+  const int64_t kc = std::min(KC, K);
+  const int64_t rows = (std::min(MCB, M) + kn->mr - 1) / kn->mr * kn->mr;
+  const int64_t cols = (std::min(NC, N) + kn->nr - 1) / kn->nr * kn->nr;
+  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, kn,
+                   abuf.ensure(static_cast<size_t>(rows * kc)), bbuf.ensure(static_cast<size_t>(cols * kc))};
+  // Below ~1 MFLOP a team costs more than it saves (results are the same either way).
+  const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
+  if (!split) {
+    pr.run(false);
+    return;
+  }
+#pragma omp parallel
+  pr.run(true);
+}
+
+}  // namespace saobp::cpu
