@@ -46,7 +46,7 @@ void potts_forward(const TileMask& m, double c, int steps, const T* s, T* const*
     auto refine_row = [&](int64_t j, auto message) {  // L_j = s_j + G_j, B_j = softmax(L_j)
       const T* sj = s + j * n;
       for (int64_t k = 0; k < n; ++k) L[k] = sj[k] + message(k);
-      cpu::softmax_row(L, B + j * n, n, m.masked(), [&](int64_t k) { return m.allowed(j, k); });
+      softmax_tile_row(m, j, L, B + j * n);
     };
     if (!m.causal) {
       // G_jk = Σ_{i != j} F_ik: the column sum over all senders, minus row j's own term.

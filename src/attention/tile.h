@@ -6,6 +6,7 @@
 // Notation follows docs/saobp-gradients.md: s scores, A = softmax of s over the allowed keys,
 // B the refined attention that multiplies V.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -27,11 +28,21 @@ struct TileMask {
   bool sender(int64_t i) const { return !key || key[i]; }
 };
 
+// y = softmax of row j of a tile over its allowed entries.  x, y: (T)
+// Causal rows stop at k = j (the rest is 0) and the key mask is a plain byte test, so the row
+// loops vectorize (a generic allowed(j, k) with its null and causal tests kept them scalar).
+template <class T>
+void softmax_tile_row(const TileMask& m, int64_t j, const T* x, T* y) {
+  const int64_t n = m.causal ? j + 1 : m.T;
+  if (m.key) cpu::softmax_row(x, y, n, true, [key = m.key](int64_t k) { return key[k] != 0; });
+  else cpu::softmax_row(x, y, n, false, [](int64_t) { return true; });
+  std::fill(y + n, y + m.T, T(0));
+}
+
 // A = softmax of s over the allowed entries of each row.  s, A: (T,T)
 template <class T>
 void softmax_tile(const TileMask& m, const T* s, T* A) {
-  for (int64_t j = 0; j < m.T; ++j)
-    cpu::softmax_row(s + j * m.T, A + j * m.T, m.T, m.masked(), [&](int64_t k) { return m.allowed(j, k); });
+  for (int64_t j = 0; j < m.T; ++j) softmax_tile_row(m, j, s + j * m.T, A + j * m.T);
 }
 
 // gs += softmax backward of y = softmax_tile(s) for the gradient gy.  y, gy, gs: (T,T)
