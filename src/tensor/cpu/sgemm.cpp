@@ -1,14 +1,16 @@
 // f32 GEMM: c = alpha · a · b + beta · c (sgemm.h), after BLIS (Van Zee & van de Geijn, "BLIS: A
 // Framework for Rapidly Instantiating BLAS Functionality", 2015).
 //
-// Structure. The depth K is cut into blocks of KC = 256; for each depth block, a block of up to
-// MCB rows of `a` is packed into MR-row slivers (k-major: MR values per k), and a panel of up to
-// NC columns of `b` into NR-column slivers (NR values per k). A micro-kernel multiplies one
-// MR-sliver by one NR-sliver into an MR×NR tile of registers, one fused multiply-add per element
-// per k, and adds the tile into c. The loops, outer to inner:
-//   depth block p0 (KC) → row block i0 (MCB; pack a) → column panel j0 (NC; pack b)
+// Structure. The depth K is cut into blocks of KC = 256. For each block of up to MCB rows of
+// `a` and each depth block, the rows are packed into MR-row slivers (k-major: MR values per k;
+// or row-major when `a` is row-major in memory, which then needs no transpose), and for each
+// panel of up to NC columns of `b` the panel is packed into NR-column slivers (NR values per k).
+// A micro-kernel multiplies one a sliver by one b sliver into an MR×NR tile of registers, one
+// fused multiply-add per element per k, and adds the tile into c. The loops, outer to inner:
+//   row block i0 (MCB) → depth block p0 (KC; pack a) → column panel j0 (NC; pack b)
 //     → row sliver (MR) → column sliver (NR) → micro-kernel over the kc values of the block.
-// The a sliver (MR·KC floats, 12 KB) stays in L1 while the b panel (KC·NC, 512 KB) streams from L2.
+// The a sliver (MR·KC floats, 12 KB) stays in L1 while the b panel (KC·NC, 512 KB) streams from
+// L2; depth inside rows keeps a row block of c in cache across its depth blocks.
 //
 // Determinism. Element (i, j) is computed as: for each depth block in order, acc = 0 then
 // acc = fma(a(i,k), b(k,j), acc) for k through the block in order, then c = alpha·acc + beta'·c
@@ -106,11 +108,17 @@ void kernel_avx512(int64_t kc, const float* __restrict ap, const float* __restri
   const ASliver<RowA, MR_512> as(kc);
   __m512 acc[MR_512][2];
   for (int r = 0; r < MR_512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_512) {
+  // Row r of the a sliver through four bases (rows 0, 3, 6, 9) and offsets 0, rs, 2·rs: each of
+  // the 12 broadcasts is one scaled-index address (with one pointer per row GCC spilled some).
+  const float *a0 = ap, *a3 = ap + 3 * as.rs, *a6 = ap + 6 * as.rs, *a9 = ap + 9 * as.rs;
+  const int64_t r1 = as.rs, r2 = 2 * as.rs;
+  for (int64_t k = 0; k < kc; ++k, a0 += as.ks, a3 += as.ks, a6 += as.ks, a9 += as.ks, bp += NR_512) {
     const __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+    const float* base[4] = {a0, a3, a6, a9};
 #pragma GCC unroll 12
     for (int r = 0; r < MR_512; ++r) {
-      const __m512 x = _mm512_set1_ps(ap[r * as.rs]);
+      const float* p = base[r / 3];
+      const __m512 x = _mm512_set1_ps(r % 3 == 0 ? p[0] : r % 3 == 1 ? p[r1] : p[r2]);
       acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
     }
@@ -341,11 +349,11 @@ struct Product {
   void run(bool team) const {
     const int64_t mr = kn->mr, nr = kn->nr;
     const KernelFn fn = a_row_layout(a) ? kn->rowa : kn->kmajor;
-    for (int64_t p0 = 0; p0 < K; p0 += KC) {
-      const int64_t kc = std::min(KC, K - p0);
-      const float be = p0 == 0 ? beta : 1.0f;
-      for (int64_t i0 = 0; i0 < M; i0 += MCB) {
-        const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
+    for (int64_t i0 = 0; i0 < M; i0 += MCB) {
+      const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
+      for (int64_t p0 = 0; p0 < K; p0 += KC) {  // depth inside rows: the c rows stay in cache
+        const int64_t kc = std::min(KC, K - p0);
+        const float be = p0 == 0 ? beta : 1.0f;
         const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, a_row_layout(a), abuf};
         if (team) {
 #pragma omp for schedule(static) nowait
