@@ -78,11 +78,28 @@ void dropout_forward(const Tensor& x, double p, const RngKey& key, Tensor& y, Te
       for (int64_t grp = s; grp < e; ++grp) {
         const uint64_t blk0 = b0 + static_cast<uint64_t>(grp) * kBlocks;
         philox_blocks(key.seed, key.stream, blk0, w);
-        for (uint64_t j = 0; j < kBlocks * 4; ++j) {
-          const uint64_t idx = blk0 * 4 + j;
+        // Index blk0·4 + e uses word e & 3 of block e >> 2: the words in index order first,
+        // so that a group wholly inside [first, first + n) runs one loop that vectorizes.
+        uint32_t u[kBlocks * 4];
+        for (uint64_t e = 0; e < kBlocks * 4; ++e) u[e] = w[e & 3][e >> 2];
+        const uint64_t idx0 = blk0 * 4;
+        if (idx0 >= first && idx0 + kBlocks * 4 <= first + n) {
+          const uint64_t i0 = idx0 - first;
+          uint8_t* __restrict m = mp + i0;
+          T* __restrict o = yp + i0;
+          const T* __restrict in = xp + i0;
+          for (uint64_t e = 0; e < kBlocks * 4; ++e) {
+            const bool keep = philox::to_unit_float(u[e]) >= pf;
+            m[e] = keep;
+            o[e] = keep ? in[e] * scale : T(0);
+          }
+          continue;
+        }
+        for (uint64_t e = 0; e < kBlocks * 4; ++e) {
+          const uint64_t idx = idx0 + e;
           if (idx < first || idx >= first + n) continue;
           const uint64_t i = idx - first;
-          const bool keep = philox::to_unit_float(w[j & 3][j >> 2]) >= pf;
+          const bool keep = philox::to_unit_float(u[e]) >= pf;
           mp[i] = keep;
           yp[i] = keep ? xp[i] * scale : T(0);
         }
