@@ -243,6 +243,22 @@ def blas_report():
     return built, sorted(mapped)
 
 
+def cpu_times():
+    """(steal, total) CPU time from /proc/stat's cpu line, or None (as saobp bench reads it)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [float(x) for x in f.readline().split()[1:9]]
+        return v[7], sum(v)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def steal_fraction(a, b):
+    if a is None or b is None or b[1] <= a[1]:
+        return -1.0
+    return (b[0] - a[0]) / (b[1] - a[1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
@@ -290,11 +306,14 @@ def main():
 
     g = torch.Generator().manual_seed(t["seed"])
     times, loss = [], 0.0
+    cpu0 = None
     for step in range(a.warmup + a.steps):
         batches = [mlm_batch(B, T, m["vocab_size"], d["mlm_probability"], g) if family == "bert"
                    else clm_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
         for group in opt.param_groups:
             group["lr"] = lr_at(t, step)
+        if step == a.warmup:
+            cpu0 = cpu_times()
         t0 = time.perf_counter()
         loss_sum = 0.0
         for ids, labels, key_mask in batches:
@@ -304,23 +323,27 @@ def main():
         if t["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
         opt.step()
-        opt.zero_grad(set_to_none=False)  # saobp zeroes its gradient buffers in place
+        opt.zero_grad(set_to_none=True)  # as saobp, which drops the gradients (the next backward writes them)
         dt = time.perf_counter() - t0
         loss = loss_sum / accum
         if step >= a.warmup:
             times.append(dt)
+    steal = steal_fraction(cpu0, cpu_times())
     tokens = B * T * accum
     med = statistics.median(times)
     print(f"steps: {a.warmup} warm-up, {len(times)} timed; last loss {loss:.4f}")
     print(f"ms/step: median {1e3 * med:.1f} (min {1e3 * min(times):.1f}, max {1e3 * max(times):.1f})")
     print(f"tokens/s: {tokens / med:.0f} (median step)")
+    if steal >= 0:
+        print(f"machine: {100 * steal:.1f}% of CPU time stolen by the hypervisor during the timed steps")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tool": "pytorch", "torch": torch.__version__, "blas": mapped, "family": family,
                        "gather": a.gather, "batch_size": B, "seq_len": T, "grad_accum": accum,
                        "tokens_per_step": tokens, "threads": threads, "warmup": a.warmup, "steps": len(times),
                        "ms_per_step_median": 1e3 * med, "ms_per_step_min": 1e3 * min(times),
-                       "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss}, f, indent=2)
+                       "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss,
+                       "steal_fraction": steal}, f, indent=2)
 
 
 if __name__ == "__main__":

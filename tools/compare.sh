@@ -3,8 +3,10 @@
 #   tools/compare.sh CONFIG [section.key=value ...]
 # runs `saobp bench` and tools/bench_pytorch.py (HF MLM head on every position, and --gather:
 # head only at the masked positions, as saobp computes it) on the same resolved config and
-# prints saobp's tokens/s as a ratio of each PyTorch figure. Environment: SAOBP (the binary,
-# default build/saobp), BENCH_ARGS (extra arguments for both, e.g. "--steps 30 --warmup 3").
+# prints saobp's tokens/s as a ratio of each PyTorch figure, for ROUNDS alternating rounds and
+# their median. Environment: SAOBP (the binary, default build/saobp), BENCH_ARGS (extra
+# arguments for both, e.g. "--steps 30 --warmup 3"), ROUNDS (default 3), HF_HEAD=0 (BERT: skip
+# the slow all-positions head and time only the like-for-like --gather baseline).
 #
 # PyTorch comes from Debian (python3-torch 1.13, run by /usr/bin/python3, not a pyenv python).
 # Debian's torch is built against the generic libblas.so.3 (BLAS_INFO=generic), which the
@@ -27,6 +29,8 @@ fi
 SAOBP=${SAOBP:-build/saobp}
 PY=/usr/bin/python3
 read -r -a EXTRA <<<"${BENCH_ARGS:-}"
+ROUNDS=${ROUNDS:-3}
+HF_HEAD=${HF_HEAD:-1}
 
 # python3-torch and OpenBLAS through the project's installer (apt only when one is missing).
 bash tools/deps.sh python3-torch libopenblas0-pthread
@@ -51,26 +55,46 @@ export OPENBLAS_NUM_THREADS=$threads
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "== load before: $(uptime)"
-echo "== saobp"
-"$SAOBP" bench "$@" "${EXTRA[@]}" --json "$tmp/saobp.json"
-echo "== PyTorch, HF MLM head (all positions)"
-$PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --json "$tmp/torch.json"
 family=$("$SAOBP" bench "$@" --print-config | awk -F' = ' '/^family/ {gsub(/"/, "", $2); print $2}')
-if [[ $family == bert ]]; then
-  echo "== PyTorch, --gather (head at the masked positions only)"
-  $PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --gather --json "$tmp/torch_gather.json"
-fi
+# Rounds: saobp and PyTorch alternate, so a slow spell of the (shared, virtual) machine hits
+# both sides of a round's ratio; the summary gives each round's ratio and their median.
+for ((r = 1; r <= ROUNDS; ++r)); do
+  echo "== round $r of $ROUNDS, load before: $(uptime)"
+  echo "== saobp"
+  "$SAOBP" bench "$@" "${EXTRA[@]}" --json "$tmp/saobp.$r.json"
+  if [[ $family == bert && $HF_HEAD == 1 ]]; then
+    echo "== PyTorch, HF MLM head (all positions)"
+    $PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --json "$tmp/torch.$r.json"
+  fi
+  if [[ $family == bert ]]; then
+    echo "== PyTorch, --gather (head at the masked positions only, as saobp)"
+    $PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --gather --json "$tmp/torch_gather.$r.json"
+  else
+    echo "== PyTorch"
+    $PY tools/bench_pytorch.py "$@" "${EXTRA[@]}" --saobp "$SAOBP" --json "$tmp/torch.$r.json"
+  fi
+done
 echo "== load after: $(uptime)"
-$PY - "$tmp" <<'EOF'
-import json, os, sys
-d = sys.argv[1]
-s = json.load(open(os.path.join(d, "saobp.json")))
-print(f"saobp {s['attention']}: {s['tokens_per_s']:.0f} tokens/s, {s['ms_per_step_median']:.1f} ms/step")
-for name, label in (("torch.json", "PyTorch (HF head, all positions)"), ("torch_gather.json", "PyTorch (--gather)")):
+$PY - "$tmp" "$ROUNDS" <<'EOF'
+import json, os, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def load(name):
     p = os.path.join(d, name)
-    if os.path.exists(p):
-        t = json.load(open(p))
-        print(f"{label}: {t['tokens_per_s']:.0f} tokens/s, {t['ms_per_step_median']:.1f} ms/step; "
-              f"saobp/pytorch = {s['tokens_per_s'] / t['tokens_per_s']:.2f}x")
+    return json.load(open(p)) if os.path.exists(p) else None
+labels = (("torch", "PyTorch (HF head, all positions)"), ("torch_gather", "PyTorch (head at the masked positions)"))
+ratios = {key: [] for key, _ in labels}
+for r in range(1, rounds + 1):
+    s = load(f"saobp.{r}.json")
+    steal = lambda j: f", steal {100 * j['steal_fraction']:.0f}%" if j.get("steal_fraction", -1) >= 0 else ""
+    print(f"round {r}: saobp {s['attention']}: {s['tokens_per_s']:.0f} tokens/s ({s['ms_per_step_median']:.1f} ms/step{steal(s)})")
+    for key, label in labels:
+        t = load(f"{key}.{r}.json")
+        if t:
+            ratios[key].append(s["tokens_per_s"] / t["tokens_per_s"])
+            print(f"  {label}: {t['tokens_per_s']:.0f} tokens/s ({t['ms_per_step_median']:.1f} ms/step{steal(t)}); "
+                  f"saobp/pytorch = {ratios[key][-1]:.2f}x")
+for key, label in labels:
+    if ratios[key]:
+        print(f"median over {len(ratios[key])} rounds, saobp / {label}: {statistics.median(ratios[key]):.2f}x "
+              f"(rounds: {', '.join(f'{x:.2f}' for x in ratios[key])})")
 EOF

@@ -67,6 +67,30 @@ std::vector<FlopTerm> step_flops(const RunConfig& cfg, double tokens, double hea
   return t;
 }
 
+// CPU time the hypervisor gave to other guests ("steal", /proc/stat) as a fraction of all CPU
+// time between two readings: on a shared virtual machine a busy spell shows up here, and the
+// step times of that spell mean little. Negative when /proc/stat cannot be read.
+struct CpuTimes {
+  double steal = 0, total = 0;
+  bool ok = false;
+};
+CpuTimes read_cpu_times() {
+  CpuTimes t;
+  std::ifstream f("/proc/stat");
+  std::string name;
+  if (!(f >> name) || name != "cpu") return t;
+  double v;
+  for (int i = 0; i < 10 && (f >> v); ++i) {  // user nice system idle iowait irq softirq steal guest guest_nice
+    if (i < 8) t.total += v;
+    if (i == 7) t.steal = v, t.ok = true;
+  }
+  return t;
+}
+double steal_fraction(const CpuTimes& a, const CpuTimes& b) {
+  if (!a.ok || !b.ok || b.total <= a.total) return -1;
+  return (b.steal - a.steal) / (b.total - a.total);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -103,6 +127,7 @@ int run_bench(const BenchCli& o) {
   constexpr uint64_t kStream = 100;  // the trainer's training stream
   std::vector<double> times;
   double loss = 0, head_rows = 0;
+  CpuTimes cpu0;
   int64_t index = 0;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     // Batches are generated outside the timed region (the trainer's data loading is not the step).
@@ -119,6 +144,7 @@ int run_bench(const BenchCli& o) {
         rows += tc.batch_size * tc.seq_len;  // the head runs on every position (the last has no target)
       }
     }
+    if (s == o.warmup) cpu0 = read_cpu_times();
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t step = s;
     double loss_sum = 0;
@@ -137,6 +163,7 @@ int run_bench(const BenchCli& o) {
     loss = loss_sum / tc.grad_accum;
     if (s >= o.warmup) times.push_back(dt), head_rows += static_cast<double>(rows);
   }
+  const double steal = steal_fraction(cpu0, read_cpu_times());
   head_rows /= static_cast<double>(times.size());
   const double med = median(times), lo = *std::min_element(times.begin(), times.end()),
                hi = *std::max_element(times.begin(), times.end());
@@ -154,6 +181,9 @@ int run_bench(const BenchCli& o) {
   fmt::print("ms/step: median {:.1f} (min {:.1f}, max {:.1f})\n", 1e3 * med, 1e3 * lo, 1e3 * hi);
   fmt::print("tokens/s: {:.0f} (median step)\n", static_cast<double>(tokens) / med);
   fmt::print("model GFLOP/s: {:.1f}\n", flops / med / 1e9);
+  if (steal >= 0)
+    fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n", 100 * steal,
+               steal > 0.05 ? " (a busy host: these times are not representative)" : "");
   if (!o.json.empty()) {
     nlohmann::json terms_j = nlohmann::json::array();
     for (const FlopTerm& t : terms) terms_j.push_back({{"name", t.name}, {"formula", t.formula}, {"flops", t.flops}});
@@ -176,7 +206,8 @@ int run_bench(const BenchCli& o) {
                               {"flops_per_step", flops},
                               {"flop_terms", terms_j},
                               {"gflops", flops / med / 1e9},
-                              {"loss", loss}};
+                              {"loss", loss},
+                              {"steal_fraction", steal}};
     std::ofstream f(o.json);
     if (!(f << j.dump(2) << '\n')) fail("bench", "cannot write {}", o.json);
   }
