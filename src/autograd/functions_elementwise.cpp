@@ -113,7 +113,9 @@ Var gelu(const Var& x, bool tanh_approx) {
   Tensor out = X.new_empty(X.shape());
   kern::gelu_forward(X, out, tanh_approx);
   return make_result(out, "gelu", {x}, [X, tanh_approx](const Tensor& g, GradSlots& gin) {
-    kern::gelu_backward(X, g.contiguous(), gin[0], tanh_approx);
+    bool fresh = false;  // a first gradient is written, not added to zeros
+    Tensor& gx = gin.slot(0, fresh);
+    kern::gelu_backward(X, g.contiguous(), gx, tanh_approx, !fresh);
   });
 }
 
@@ -124,7 +126,9 @@ Var dropout(const Var& x, double p, const RngKey& key, bool training) {
   Tensor mask = Tensor::empty(X.shape(), DType::u8, X.device());
   kern::dropout_forward(X, p, key, out, mask);
   return make_result(out, "dropout", {x}, [mask, p](const Tensor& g, GradSlots& gin) {
-    kern::dropout_backward(g.contiguous(), mask, p, gin[0]);
+    bool fresh = false;
+    Tensor& gx = gin.slot(0, fresh);
+    kern::dropout_backward(g.contiguous(), mask, p, gx, !fresh);
   });
 }
 

@@ -77,8 +77,9 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
                        if (count == 0) return;
                        // Every counted row gets the same weight g / count.
                        Tensor w = Tensor::full({N}, g.item() / static_cast<double>(count), L.dtype(), L.device());
-                       Tensor gl = gin[0].view({N, L.size(1)});
-                       kern::cross_entropy_backward(L, T, lse, w, ignore_index, gl);
+                       bool fresh = false;  // a first gradient is written, not added to zeros
+                       Tensor gl = gin.slot(0, fresh).view({N, L.size(1)});
+                       kern::cross_entropy_backward(L, T, lse, w, ignore_index, gl, !fresh);
                      });
 }
 

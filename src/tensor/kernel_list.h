@@ -7,7 +7,8 @@
 // Conventions shared by every backend:
 // - Shapes use B, T, C, NH, HS, V, N (rows). "rows" means all leading dims flattened.
 // - Outputs are written whole unless the entry says "accumulates": then out += result. The
-//   backward kernels accumulate, so fan-out in the graph adds up and the engine zeroes once.
+//   backward kernels accumulate, so fan-out in the graph adds up; those with an `accumulate`
+//   flag can also overwrite, for a gradient's first writer (no zero fill, GradSlots::slot).
 // - Inputs are contiguous unless the entry says "strided". Masks are u8 (1 = allowed).
 // - Floating kernels run in f32 or f64 (the dtype of their inputs); ids and targets are i32.
 // - Results never depend on the thread count (fixed work partition, no atomics in reductions).
@@ -37,9 +38,9 @@
   X(axpby, y, (const Tensor& x, double alpha, Tensor& y, double beta), (x, alpha, y, beta))  \
   /* y = GELU(x), exact erf form or the tanh approximation.                                */ \
   X(gelu_forward, y, (const Tensor& x, Tensor& y, bool tanh_approx), (x, y, tanh_approx))    \
-  /* gx += gy * GELU'(x). accumulates.                                                     */ \
-  X(gelu_backward, gx, (const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx),    \
-    (x, gy, gx, tanh_approx))                                                                 \
+  /* gx += gy * GELU'(x): accumulates, or with accumulate = false gx = gy * GELU'(x).      */ \
+  X(gelu_backward, gx, (const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx,     \
+                        bool accumulate), (x, gy, gx, tanh_approx, accumulate))               \
   /* x: (N,C) w,b: (C) -> y: (N,C) mean,rstd: (N).                                          */ \
   X(layernorm_forward, y, (const Tensor& x, const Tensor& w, const Tensor& b, double eps,    \
                            Tensor& y, Tensor& mean, Tensor& rstd),                           \
@@ -65,19 +66,20 @@
   /* mask[i] = U_i >= p (Philox, as fill_random), y = x * mask / (1 - p).                  */ \
   X(dropout_forward, y, (const Tensor& x, double p, const RngKey& key, Tensor& y,            \
                          Tensor& mask), (x, p, key, y, mask))                                 \
-  /* gx += gy * mask / (1 - p). accumulates.                                                */ \
-  X(dropout_backward, gx, (const Tensor& gy, const Tensor& mask, double p, Tensor& gx),      \
-    (gy, mask, p, gx))                                                                        \
+  /* gx += gy * mask / (1 - p): accumulates, or with accumulate = false overwrites gx.     */ \
+  X(dropout_backward, gx, (const Tensor& gy, const Tensor& mask, double p, Tensor& gx,       \
+                           bool accumulate), (gy, mask, p, gx, accumulate))                   \
   /* logits: (N,V) targets: (N) i32 -> losses: (N) (0 where ignored), lse: (N) logsumexp.  */ \
   /* Throws on a target outside [0,V) that is not ignore_index.                             */ \
   X(cross_entropy_forward, losses, (const Tensor& logits, const Tensor& targets,             \
                                     int64_t ignore_index, Tensor& losses, Tensor& lse),       \
     (logits, targets, ignore_index, losses, lse))                                             \
   /* glogits[n] += gloss[n] * (softmax(logits[n]) - onehot(targets[n])); ignored rows get 0. */ \
+  /* accumulate = false overwrites glogits (ignored rows become 0).                        */ \
   X(cross_entropy_backward, glogits, (const Tensor& logits, const Tensor& targets,           \
                                       const Tensor& lse, const Tensor& gloss,                 \
-                                      int64_t ignore_index, Tensor& glogits),                 \
-    (logits, targets, lse, gloss, ignore_index, glogits))                                                 \
+                                      int64_t ignore_index, Tensor& glogits, bool accumulate), \
+    (logits, targets, lse, gloss, ignore_index, glogits, accumulate))                         \
   /* One AdamW update of p (decoupled weight decay, PyTorch's form): m, v moments.        */ \
   /*   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;  p *= 1 - lr wd;                          */ \
   /*   p -= lr/bc1 · m / (sqrt(v / bc2) + eps)  with bc_i = 1 - b_i^step. All contiguous.    */ \

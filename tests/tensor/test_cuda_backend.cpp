@@ -309,8 +309,8 @@ TEST_CASE("cuda gelu forward and backward", "[cuda]") {
       kern::gelu_forward(gpu(x), y_g, tanh_approx);
       CHECK_CLOSE(y_c, y_g, dt);
       Tensor gx_c = randn({3, 333}, dt, 13), gx_g = gpu(gx_c);
-      kern::gelu_backward(x, gy, gx_c, tanh_approx);
-      kern::gelu_backward(gpu(x), gpu(gy), gx_g, tanh_approx);
+      kern::gelu_backward(x, gy, gx_c, tanh_approx, true);
+      kern::gelu_backward(gpu(x), gpu(gy), gx_g, tanh_approx, true);
       CHECK_CLOSE(gx_c, gx_g, dt);
     }
 }
@@ -482,8 +482,8 @@ TEST_CASE("cuda dropout keeps the CPU's mask", "[cuda]") {
     CHECK(bitwise_equal(mask_c, mask_g));
     CHECK(bitwise_equal(y_c, y_g));
     Tensor gx_c = randn({2000}, dt, 32), gx_g = gpu(gx_c);
-    kern::dropout_backward(gy, mask_c, 0.3, gx_c);
-    kern::dropout_backward(gpu(gy), mask_g, 0.3, gx_g);
+    kern::dropout_backward(gy, mask_c, 0.3, gx_c, true);
+    kern::dropout_backward(gpu(gy), mask_g, 0.3, gx_g, true);
     CHECK_CLOSE(gx_c, gx_g, dt);
   }
   Tensor y = Tensor::empty({4}, DType::f32, kGpu), mask = Tensor::empty({4}, DType::u8, kGpu);
@@ -506,12 +506,12 @@ TEST_CASE("cuda cross_entropy forward and backward", "[cuda]") {
       Tensor loss_c = Tensor::empty({N}, dt), lse_c = Tensor::empty({N}, dt);
       kern::cross_entropy_forward(logits, targets, ignore, loss_c, lse_c);
       Tensor gl_c = randn({N, V}, dt, 36);
-      kern::cross_entropy_backward(logits, targets, lse_c, gloss, ignore, gl_c);
+      kern::cross_entropy_backward(logits, targets, lse_c, gloss, ignore, gl_c, true);
       auto run_gpu = [&] {
         Tensor loss = Tensor::empty({N}, dt, kGpu), lse = Tensor::empty({N}, dt, kGpu);
         kern::cross_entropy_forward(gpu(logits), gpu(targets), ignore, loss, lse);
         Tensor gl = gpu(randn({N, V}, dt, 36));
-        kern::cross_entropy_backward(gpu(logits), gpu(targets), lse, gpu(gloss), ignore, gl);
+        kern::cross_entropy_backward(gpu(logits), gpu(targets), lse, gpu(gloss), ignore, gl, true);
         return std::vector<Tensor>{loss, lse, gl};
       };
       const auto g1 = run_gpu(), g2 = run_gpu();

@@ -547,9 +547,37 @@ TEST_CASE("dropout forward keeps element i exactly when Philox U_i >= p", "[kern
   }
   CHECK(static_cast<double>(kept) / 50000 == Approx(0.7).margin(0.01));
   Tensor gx = x.zeros_like();
-  kern::dropout_backward(x, mask, p, gx);
+  kern::dropout_backward(x, mask, p, gx, true);
   const auto gv = gx.to_vector<float>();
   for (size_t i = 0; i < xv.size(); ++i) REQUIRE(gv[i] == yv[i]);
   CHECK_ERROR(kern::dropout_forward(x, 1.0, key, y, mask), Contains("[dropout]"));
   CHECK_ERROR(kern::dropout_forward(x, -0.1, key, y, mask), Contains("[dropout]"));
+}
+
+TEST_CASE("backward kernels with accumulate = false overwrite (NaN ignored), equal to adding to zeros",
+          "[kernels]") {
+  // The first writer of a gradient skips the zero fill (GradSlots::slot); the bits must be those
+  // of accumulating into zeros.
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dt));
+    const Tensor x = randn({37, 53}, 61, dt), gy = randn({37, 53}, 62, dt);
+    auto both = [&](auto&& run) {
+      Tensor zero = x.zeros_like(), nan = Tensor::full(x.shape(), std::nan(""), dt);
+      run(zero, true);
+      run(nan, false);
+      CHECK(bitwise_equal(zero, nan));
+    };
+    for (bool tanh_approx : {false, true})
+      both([&](Tensor& g, bool acc) { kern::gelu_backward(x, gy, g, tanh_approx, acc); });
+    Tensor y = x.empty_like(), mask = Tensor::empty(x.shape(), DType::u8);
+    kern::dropout_forward(x, 0.25, RngKey{3, 4, 5}, y, mask);
+    both([&](Tensor& g, bool acc) { kern::dropout_backward(gy, mask, 0.25, g, acc); });
+    std::vector<int32_t> t(37);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = i % 5 == 0 ? -100 : static_cast<int32_t>(i * 7 % 53);
+    const Tensor targets = saobp::test::ids(t, {37});
+    Tensor losses = Tensor::empty({37}, dt), lse = Tensor::empty({37}, dt);
+    kern::cross_entropy_forward(x, targets, -100, losses, lse);
+    const Tensor w = randu({37}, 63, 0.5, 1.5, dt);
+    both([&](Tensor& g, bool acc) { kern::cross_entropy_backward(x, targets, lse, w, -100, g, acc); });
+  }
 }

@@ -84,8 +84,8 @@ void gelu_forward(const Tensor& x, Tensor& y, bool tanh_approx) {
   });
 }
 
-// gx += gy * GELU'(x).
-void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx) {
+// gx += gy * GELU'(x), or gx = gy * GELU'(x) when !accumulate.
+void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx, bool accumulate) {
   check_shape(gy, x.shape(), "gelu_backward", "gy");
   check_shape(gx, x.shape(), "gelu_backward", "gx");
   dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
@@ -93,16 +93,21 @@ void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_appr
     const T* xp = x.data<T>();
     const T* g = gy.data<T>();
     T* out = gx.data<T>();
-    parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (tanh_approx)
-          for (int64_t i = b; i < e; ++i) out[i] += g[i] * gelu_tanh_grad_f(xp[i]);
-        else
-          for (int64_t i = b; i < e; ++i) out[i] += g[i] * gelu_grad_f(xp[i]);
-      } else {
-        for (int64_t i = b; i < e; ++i) out[i] += g[i] * gelu_grad(xp[i], tanh_approx);
-      }
-    });
+    auto run = [&](auto acc) {  // acc: std::bool_constant, so each loop is one plain vector loop
+      constexpr bool A = decltype(acc)::value;
+      parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (tanh_approx)
+            for (int64_t i = b; i < e; ++i) out[i] = (A ? out[i] : T(0)) + g[i] * gelu_tanh_grad_f(xp[i]);
+          else
+            for (int64_t i = b; i < e; ++i) out[i] = (A ? out[i] : T(0)) + g[i] * gelu_grad_f(xp[i]);
+        } else {
+          for (int64_t i = b; i < e; ++i) out[i] = (A ? out[i] : T(0)) + g[i] * gelu_grad(xp[i], tanh_approx);
+        }
+      });
+    };
+    if (accumulate) run(std::true_type{});
+    else run(std::false_type{});
   });
 }
 
@@ -361,9 +366,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
   });
 }
 
-// glogits[n] += gloss[n] (softmax(logits[n]) - onehot(t_n)); ignored rows get nothing.
+// glogits[n] += gloss[n] (softmax(logits[n]) - onehot(t_n)); ignored rows get nothing. With
+// !accumulate glogits is overwritten (ignored rows 0).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            const Tensor& gloss, int64_t ignore_index, Tensor& glogits) {
+                            const Tensor& gloss, int64_t ignore_index, Tensor& glogits, bool accumulate) {
   const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
   check_shape(glogits, logits.shape(), "cross_entropy_backward", "glogits");
   dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
@@ -373,10 +379,17 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
     T* o = glogits.data<T>();
     parallel_for(N, row_grain(V), [&](int64_t s, int64_t e) {
       for (int64_t n = s; n < e; ++n) {
-        if (t[n] == ignore_index) continue;
-        const T *xr = x + n * V, g = gl[n], l = sp[n];
-        T* orow = o + n * V;
-        for (int64_t v = 0; v < V; ++v) orow[v] += g * exp_approx(xr[v] - l);
+        T* __restrict orow = o + n * V;
+        if (t[n] == ignore_index) {
+          if (!accumulate) std::fill(orow, orow + V, T(0));
+          continue;
+        }
+        const T* __restrict xr = x + n * V;
+        const T g = gl[n], l = sp[n];
+        if (accumulate)
+          for (int64_t v = 0; v < V; ++v) orow[v] += g * exp_approx(xr[v] - l);
+        else
+          for (int64_t v = 0; v < V; ++v) orow[v] = g * exp_approx(xr[v] - l);
         orow[t[n]] -= g;
       }
     });

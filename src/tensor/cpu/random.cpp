@@ -109,7 +109,7 @@ void dropout_forward(const Tensor& x, double p, const RngKey& key, Tensor& y, Te
 }
 
 // gx += gy * mask / (1 - p).
-void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx) {
+void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx, bool accumulate) {
   check_shape(mask, gy.shape(), "dropout_backward", "mask");
   dispatch_float(gy.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
@@ -118,7 +118,10 @@ void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx
     T* out = gx.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     parallel_for(gy.numel(), 32768, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) out[i] = m[i] ? out[i] + g[i] * scale : out[i];
+      if (accumulate)
+        for (int64_t i = s; i < e; ++i) out[i] = m[i] ? out[i] + g[i] * scale : out[i];
+      else
+        for (int64_t i = s; i < e; ++i) out[i] = m[i] ? g[i] * scale : T(0);
     });
   });
 }

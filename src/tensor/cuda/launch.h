@@ -91,7 +91,7 @@ cudaError_t launch_dropout_forward(const T* x, float p, T scale, PhiloxKey key, 
                                    int64_t n);
 // gy, mask, gx: (n). gx += gy * scale where mask.
 template <class T>
-cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n);
+cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n, bool accumulate);
 
 // ---- reduce.cu (T: float, double) ----
 // src: strided, viewed as (O kept) x (R reduced) -> partial: (chunks.count, O) in double.
@@ -108,7 +108,7 @@ cudaError_t launch_finish_chunks(const double* partial, Chunks chunks, int64_t c
 template <class T>
 cudaError_t launch_gelu_forward(const T* x, T* y, int64_t n, bool tanh_approx);
 template <class T>
-cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx);
+cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate);
 // x, y: (N,C)  w, b: (C)  mean, rstd: (N)
 template <class T>
 cudaError_t launch_layernorm_forward(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
@@ -148,7 +148,8 @@ cudaError_t launch_cross_entropy_forward(const T* logits, const int32_t* targets
 // logits, glogits: (N,V)  targets, lse, gloss: (N). glogits accumulated.
 template <class T>
 cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
-                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V);
+                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V,
+                                          bool accumulate);
 
 // ---- optim.cu (T: float, double) ----
 // AdamW's per-step coefficients, computed on the host in double as the CPU does.

@@ -23,9 +23,10 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
   });
 }
 
-// glogits[n] += gloss[n] (softmax(logits[n]) - onehot(t_n)); ignored rows get nothing.
+// glogits[n] += gloss[n] (softmax(logits[n]) - onehot(t_n)); ignored rows get nothing. With
+// !accumulate glogits is overwritten (ignored rows 0).
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            const Tensor& gloss, int64_t ignore_index, Tensor& glogits) {
+                            const Tensor& gloss, int64_t ignore_index, Tensor& glogits, bool accumulate) {
   prepare("cross_entropy_backward", glogits, logits, targets, lse, gloss);
   const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
   check_shape(glogits, logits.shape(), "cross_entropy_backward", "glogits");
@@ -37,7 +38,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     check(launch_cross_entropy_backward<T>(logits.data<T>(), targets.data<int32_t>(), lse.data<T>(),
-                                           gloss.data<T>(), ignore_index, glogits.data<T>(), N, V),
+                                           gloss.data<T>(), ignore_index, glogits.data<T>(), N, V, accumulate),
           "cross_entropy_backward");
   });
 }

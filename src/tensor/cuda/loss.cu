@@ -33,13 +33,16 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
 template <class T>
 __global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets, const T* lse,
                                               const T* gloss, int64_t ignore, T* glogits, int64_t N,
-                                              int64_t V) {
+                                              int64_t V, bool accumulate) {
   for (int64_t i = thread_id(); i < N * V; i += thread_count()) {
     const int64_t n = i / V;
     const int32_t t = targets[n];
-    if (t == ignore) continue;
+    if (t == ignore) {
+      if (!accumulate) glogits[i] = T(0);
+      continue;
+    }
     const T g = gloss[n];
-    T o = glogits[i] + g * dmath::exp(logits[i] - lse[n]);
+    T o = (accumulate ? glogits[i] : T(0)) + g * dmath::exp(logits[i] - lse[n]);
     if (i - n * V == t) o -= g;
     glogits[i] = o;
   }
@@ -56,9 +59,10 @@ cudaError_t launch_cross_entropy_forward(const T* logits, const int32_t* targets
 
 template <class T>
 cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
-                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V) {
+                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V,
+                                          bool accumulate) {
   cross_entropy_backward_kernel<<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N,
-                                                             V);
+                                                             V, accumulate);
   return cudaGetLastError();
 }
 
@@ -66,7 +70,7 @@ cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* target
   template cudaError_t launch_cross_entropy_forward<T>(const T*, const int32_t*, int64_t, T*, T*, int64_t, \
                                                        int64_t);                                           \
   template cudaError_t launch_cross_entropy_backward<T>(const T*, const int32_t*, const T*, const T*,      \
-                                                        int64_t, T*, int64_t, int64_t);
+                                                        int64_t, T*, int64_t, int64_t, bool);
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)
 

@@ -18,8 +18,8 @@ void gelu_forward(const Tensor& x, Tensor& y, bool tanh_approx) {
   });
 }
 
-// gx += gy * GELU'(x).
-void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx) {
+// gx += gy * GELU'(x), or gx = gy * GELU'(x) when !accumulate.
+void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_approx, bool accumulate) {
   prepare("gelu_backward", gx, x, gy);
   check_shape(gy, x.shape(), "gelu_backward", "gy");
   check_shape(gx, x.shape(), "gelu_backward", "gx");
@@ -27,7 +27,7 @@ void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_appr
   if (x.numel() == 0) return;
   dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    check(launch_gelu_backward<T>(x.data<T>(), gy.data<T>(), gx.data<T>(), x.numel(), tanh_approx),
+    check(launch_gelu_backward<T>(x.data<T>(), gy.data<T>(), gx.data<T>(), x.numel(), tanh_approx, accumulate),
           "gelu_backward");
   });
 }

@@ -44,8 +44,9 @@ __global__ void gelu_forward_kernel(const T* x, T* y, int64_t n, bool tanh_appro
 
 // x, gy, gx: (n)
 template <class T>
-__global__ void gelu_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx) {
-  for (int64_t i = thread_id(); i < n; i += thread_count()) gx[i] += gy[i] * gelu_grad(x[i], tanh_approx);
+__global__ void gelu_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate) {
+  for (int64_t i = thread_id(); i < n; i += thread_count())
+    gx[i] = (accumulate ? gx[i] : T(0)) + gy[i] * gelu_grad(x[i], tanh_approx);
 }
 
 // ----------------------------------------------------------------------------------- LayerNorm
@@ -192,8 +193,8 @@ cudaError_t launch_gelu_forward(const T* x, T* y, int64_t n, bool tanh_approx) {
 }
 
 template <class T>
-cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx) {
-  gelu_backward_kernel<<<grid_for(n), kBlock>>>(x, gy, gx, n, tanh_approx);
+cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate) {
+  gelu_backward_kernel<<<grid_for(n), kBlock>>>(x, gy, gx, n, tanh_approx, accumulate);
   return cudaGetLastError();
 }
 
@@ -234,7 +235,7 @@ cudaError_t launch_softmax_backward(const T* y, const T* gy, const MaskView& mas
 
 #define SAOBP_FLOATING(T)                                                                                    \
   template cudaError_t launch_gelu_forward<T>(const T*, T*, int64_t, bool);                                  \
-  template cudaError_t launch_gelu_backward<T>(const T*, const T*, T*, int64_t, bool);                       \
+  template cudaError_t launch_gelu_backward<T>(const T*, const T*, T*, int64_t, bool, bool);                 \
   template cudaError_t launch_layernorm_forward<T>(const T*, const T*, const T*, double, T*, T*, T*,         \
                                                    int64_t, int64_t);                                        \
   template cudaError_t launch_layernorm_backward_input<T>(const T*, const T*, const T*, const T*, const T*,  \

@@ -38,8 +38,8 @@ void dropout_forward(const Tensor& x, double p, const RngKey& key, Tensor& y, Te
   });
 }
 
-// gx += gy * mask / (1 - p).
-void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx) {
+// gx += gy * mask / (1 - p), or gx = gy * mask / (1 - p) when !accumulate.
+void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx, bool accumulate) {
   prepare("dropout_backward", gx, gy, mask);
   check_shape(mask, gy.shape(), "dropout_backward", "mask");
   check_shape(gx, gy.shape(), "dropout_backward", "gx");
@@ -48,7 +48,7 @@ void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx
   dispatch_float(gy.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
     check(launch_dropout_backward<T>(gy.data<T>(), mask.data<uint8_t>(), static_cast<T>(1.0 / (1.0 - p)),
-                                     gx.data<T>(), gy.numel()),
+                                     gx.data<T>(), gy.numel(), accumulate),
           "dropout_backward");
   });
 }

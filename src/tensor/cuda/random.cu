@@ -43,9 +43,12 @@ __global__ void dropout_forward_kernel(const T* x, float p, T scale, PhiloxKey k
 
 // gy, mask, gx: (n)
 template <class T>
-__global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n) {
-  for (int64_t i = thread_id(); i < n; i += thread_count())
-    if (mask[i]) gx[i] += gy[i] * scale;
+__global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n,
+                                        bool accumulate) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) {
+    if (mask[i]) gx[i] = (accumulate ? gx[i] : T(0)) + gy[i] * scale;
+    else if (!accumulate) gx[i] = T(0);
+  }
 }
 
 }  // namespace
@@ -64,15 +67,15 @@ cudaError_t launch_dropout_forward(const T* x, float p, T scale, PhiloxKey key, 
 }
 
 template <class T>
-cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n) {
-  dropout_backward_kernel<<<grid_for(n), kBlock>>>(gy, mask, scale, gx, n);
+cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n, bool accumulate) {
+  dropout_backward_kernel<<<grid_for(n), kBlock>>>(gy, mask, scale, gx, n, accumulate);
   return cudaGetLastError();
 }
 
 #define SAOBP_FLOATING(T)                                                                               \
   template cudaError_t launch_fill_random<T>(T*, int64_t, bool, double, double, PhiloxKey);             \
   template cudaError_t launch_dropout_forward<T>(const T*, float, T, PhiloxKey, T*, uint8_t*, int64_t); \
-  template cudaError_t launch_dropout_backward<T>(const T*, const uint8_t*, T, T*, int64_t);
+  template cudaError_t launch_dropout_backward<T>(const T*, const uint8_t*, T, T*, int64_t, bool);
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)
 
