@@ -67,10 +67,10 @@ void update_tile(const float* acc, int64_t ld, int64_t m, int64_t n, float* c, i
 
 // A micro-kernel: the MR×NR tile of (a sliver)·(b sliver) over kc, added into c's m×n corner.
 // The b sliver is k-major (NR values per k). The a sliver is k-major (MR values per k) or, when
-// RowA, row-major (kc values per row: a copied from row-major memory without a transpose); the
-// layout changes where a value is read, not the arithmetic.
-using KernelFn = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, float alpha,
-                          float beta, int64_t m, int64_t n);
+// RowA, row-major with rows `ars` apart (a copy, ars = kc, or row-major a itself, read in
+// place); the layout changes where a value is read, not the arithmetic.
+using KernelFn = void (*)(int64_t kc, const float* ap, int64_t ars, const float* bp, float* c, int64_t ldc,
+                          float alpha, float beta, int64_t m, int64_t n);
 struct Kernel {
   int64_t mr, nr;
   KernelFn kmajor, rowa;  // a sliver k-major / row-major
@@ -80,16 +80,17 @@ struct Kernel {
 template <bool RowA, int64_t MR>
 struct ASliver {
   int64_t rs, ks;
-  explicit ASliver(int64_t kc) : rs(RowA ? kc : 1), ks(RowA ? 1 : MR) {}
+  explicit ASliver(int64_t ars) : rs(RowA ? ars : 1), ks(RowA ? 1 : MR) {}
 };
 
 // ------------------------------------------------------------------------ portable kernel
 // ap: (kc, MR) k-major  bp: (kc, NR) k-major. std::fma is one rounding, as the vector FMAs.
 constexpr int64_t MR_P = 4, NR_P = 16;
 template <bool RowA>
-void kernel_portable(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
+                     int64_t ldc,
                      float alpha, float beta, int64_t m, int64_t n) {
-  const ASliver<RowA, MR_P> as(kc);
+  const ASliver<RowA, MR_P> as(ars);
   float acc[MR_P * NR_P] = {};
   for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_P)
     for (int64_t r = 0; r < MR_P; ++r)
@@ -103,9 +104,10 @@ void kernel_portable(int64_t kc, const float* __restrict ap, const float* __rest
 #if defined(__AVX512F__)
 constexpr int64_t MR_512 = 12, NR_512 = 32;
 template <bool RowA>
-void kernel_avx512(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
+                   int64_t ldc,
                    float alpha, float beta, int64_t m, int64_t n) {
-  const ASliver<RowA, MR_512> as(kc);
+  const ASliver<RowA, MR_512> as(ars);
   __m512 acc[MR_512][2];
   for (int r = 0; r < MR_512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   // Row r of the a sliver through four bases (rows 0, 3, 6, 9) and offsets 0, rs, 2·rs: each of
@@ -149,9 +151,10 @@ constexpr Kernel kNative{MR_512, NR_512, kernel_avx512<false>, kernel_avx512<tru
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int64_t MR_256 = 6, NR_256 = 16;
 template <bool RowA>
-void kernel_avx2(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+void kernel_avx2(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
+                 int64_t ldc,
                  float alpha, float beta, int64_t m, int64_t n) {
-  const ASliver<RowA, MR_256> as(kc);
+  const ASliver<RowA, MR_256> as(ars);
   __m256 acc[MR_256][2];
   for (int r = 0; r < MR_256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_256) {
@@ -349,25 +352,32 @@ struct Product {
   void run(bool team) const {
     const int64_t mr = kn->mr, nr = kn->nr;
     const KernelFn fn = a_row_layout(a) ? kn->rowa : kn->kmajor;
+    // Row-major a is read in place, without the copy, unless its rows are a multiple of 4 KB
+    // apart: then the 12 rows of a sliver fall in the same L1 sets and evict each other. Only a
+    // partial last sliver of a row block is still copied (and zero-padded).
+    const bool in_place = a_row_layout(a) && a.rs % 1024 != 0;
     for (int64_t i0 = 0; i0 < M; i0 += MCB) {
       const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
+      const int64_t first = in_place ? mc / mr : 0;  // the first sliver to copy
       for (int64_t p0 = 0; p0 < K; p0 += KC) {  // depth inside rows: the c rows stay in cache
         const int64_t kc = std::min(KC, K - p0);
         const float be = p0 == 0 ? beta : 1.0f;
         const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, a_row_layout(a), abuf};
         if (team) {
 #pragma omp for schedule(static) nowait
-          for (int64_t u = 0; u < pa.pieces(); ++u) pa.pack(u);
+          for (int64_t u = first; u < pa.pieces(); ++u) pa.pack(u);
         } else {
-          for (int64_t u = 0; u < pa.pieces(); ++u) pa.pack(u);
+          for (int64_t u = first; u < pa.pieces(); ++u) pa.pack(u);
         }
         for (int64_t j0 = 0; j0 < N; j0 += NC) {
           const int64_t ncol = std::min(NC, N - j0), ns = (ncol + nr - 1) / nr;
           const Panel pb{b.p + p0 * b.rs + j0 * b.cs, b.cs, b.rs, ncol, kc, nr, false, bbuf};
           auto tile = [&](int64_t u) {  // tiles in row-major order: one a sliver serves ns tiles
             const int64_t ir = u / ns, jr = u % ns, i = ir * mr, j = jr * nr;
-            fn(kc, abuf + ir * mr * kc, bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + j, ldc, alpha, be,
-               std::min(mr, mc - i), std::min(nr, ncol - j));
+            const bool direct = ir < first;
+            fn(kc, direct ? a.p + (i0 + i) * a.rs + p0 : abuf + ir * mr * kc, direct ? a.rs : kc,
+               bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + j, ldc, alpha, be, std::min(mr, mc - i),
+               std::min(nr, ncol - j));
           };
           const int64_t tiles = ms * ns;
           if (team) {
