@@ -187,16 +187,28 @@ void reduce_sum_to(const Tensor& src, Tensor& dst, double alpha, bool accumulate
       for (int64_t i = 0; i < first_kept; ++i) R *= src.size(i);
       for (int64_t i = first_kept; i <= last_kept; ++i) K *= src.size(i);
       for (int64_t i = last_kept + 1; i < src.dim(); ++i) S *= src.size(i);
-      if (S == 1) {  // (R, K) -> (K): column blocks, rows in order
-        parallel_for(K, 256, [&](int64_t b, int64_t e) {
-          double acc[256];
-          for (int64_t k = b; k < e; ++k) acc[k - b] = 0;
-          for (int64_t r = 0; r < R; ++r) {
-            const T* row = s + r * K;
-            for (int64_t k = b; k < e; ++k) acc[k - b] += row[k];
+      if (S == 1) {  // (R, K) -> (K): column blocks × row blocks of 512, partials in row order
+        // (a bias gradient, 4096 x 256, is one column block: the row blocks give both threads
+        // work; their boundaries depend on R alone).
+        constexpr int64_t kRows = 512;
+        const int64_t cb = (K + 255) / 256, rb = (R + kRows - 1) / kRows;
+        std::vector<double> part(static_cast<size_t>(rb * K));
+        parallel_for(cb * rb, 1, [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t b = t / rb * 256, e = std::min(K, b + 256), r0 = t % rb * kRows;
+            double* acc = part.data() + (t % rb) * K;
+            for (int64_t k = b; k < e; ++k) acc[k] = 0;
+            for (int64_t r = r0; r < std::min(R, r0 + kRows); ++r) {
+              const T* row = s + r * K;
+              for (int64_t k = b; k < e; ++k) acc[k] += row[k];
+            }
           }
-          for (int64_t k = b; k < e; ++k) store(k, acc[k - b]);
         });
+        for (int64_t k = 0; k < K; ++k) {
+          double v = 0;
+          for (int64_t q = 0; q < rb; ++q) v += part[static_cast<size_t>(q * K + k)];
+          store(k, v);
+        }
       } else {  // (R, K, S) -> (K)
         parallel_for(K, std::max<int64_t>(1, 4096 / (R * S)), [&](int64_t b, int64_t e) {
           for (int64_t k = b; k < e; ++k) {
