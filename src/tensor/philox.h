@@ -29,18 +29,21 @@ SAOBP_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
   return static_cast<uint32_t>(p);
 }
 
+// Philox4x32's round multipliers and key bumps (also used by the CPU's vectorized rounds,
+// src/tensor/cpu/random.cpp).
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+
 // Ten rounds of Philox4x32 on counter c with key (k0, k1).
 SAOBP_HD U4 philox4x32_10(U4 c, uint32_t k0, uint32_t k1) {
-  constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-  constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
     uint32_t hi0, hi1;
-    uint32_t lo0 = mulhilo(M0, c.v[0], &hi0);
-    uint32_t lo1 = mulhilo(M1, c.v[2], &hi1);
+    uint32_t lo0 = mulhilo(kM0, c.v[0], &hi0);
+    uint32_t lo1 = mulhilo(kM1, c.v[2], &hi1);
     U4 n{{hi1 ^ c.v[1] ^ k0, lo1, hi0 ^ c.v[3] ^ k1, lo0}};
     c = n;
-    k0 += W0;
-    k1 += W1;
+    k0 += kW0;
+    k1 += kW1;
   }
   return c;
 }

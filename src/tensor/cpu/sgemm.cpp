@@ -196,8 +196,8 @@ std::atomic<const Kernel*> g_kernel{&kNative};
 
 // ------------------------------------------------------------------------ packing
 // dst[k·w + r] = src[r·ld + k] for r < rows, 0 for rows <= r < w, k < kc: `rows` rows of a
-// matrix stored along k, written k-major. This is the packing of a not transposed in memory
-// and of b transposed in memory (x·Wᵀ). With AVX-512, 16 rows × 16 k at a time go through an
+// matrix stored along k, written k-major. This is the packing of b transposed in memory (x·Wᵀ;
+// row-major a keeps its row layout instead, see Panel). With AVX-512, 16 rows × 16 k at a time go through an
 // in-register 16×16 transpose; the plain loop below is the reference for it and handles the
 // last kc % 16 values.
 void pack_transposed_scalar(const float* src, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int64_t w,
