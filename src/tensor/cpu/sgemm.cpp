@@ -2,13 +2,15 @@
 // Framework for Rapidly Instantiating BLAS Functionality", 2015).
 //
 // Structure. The depth K is cut into blocks of KC = 256. For each block of up to MCB rows of
-// `a` and each depth block, the rows are packed into MR-row slivers (k-major: MR values per k;
-// or row-major when `a` is row-major in memory, which then needs no transpose), and for each
-// panel of up to NC columns of `b` the panel is packed into NR-column slivers (NR values per k).
-// A micro-kernel multiplies one a sliver by one b sliver into an MR×NR tile of registers, one
-// fused multiply-add per element per k, and adds the tile into c. The loops, outer to inner:
-//   row block i0 (MCB) → depth block p0 (KC; pack a) → column panel j0 (NC; pack b)
-//     → row sliver (MR) → column sliver (NR) → micro-kernel over the kc values of the block.
+// `a`, each depth block and each panel of up to NC columns of `b`, the panel is packed into
+// NR-column slivers (NR values per k), and the rows into MR-row slivers (k-major: MR values per
+// k; or row-major when `a` is row-major in memory, which then needs no transpose and is mostly
+// read in place). A micro-kernel multiplies one a sliver by one b sliver into an MR×NR tile of
+// registers, one fused multiply-add per element per k, and adds the tile into c. The loops,
+// outer to inner:
+//   row block i0 (MCB) → depth block p0 (KC) → column panel j0 (NC; pack b)
+//     → group of up to G row slivers (pack a) → row sliver (MR) → column sliver (NR)
+//     → micro-kernel over the kc values of the block.
 // The a sliver (MR·KC floats, 12 KB) stays in L1 while the b panel (KC·NC, 512 KB) streams from
 // L2; depth inside rows keeps a row block of c in cache across its depth blocks.
 //
@@ -21,10 +23,13 @@
 // -ffp-contract=off), not the instruction set (each kernel does the same fma chain). So the
 // team split below may depend on the thread count, and results still do not.
 //
-// Threads. In a team, the packing of each a block and b panel is shared out by slivers, a
-// barrier follows, then the MR×NR tiles of (row block × column panel) are handed out
-// dynamically, then a barrier before the buffers are reused. Batched products with many
-// items go item-per-thread instead (gemm.cpp), each thread with its own buffers.
+// Threads. In a team, the packing of each b panel is shared out, a barrier follows, then the
+// groups of row slivers are handed out dynamically: the thread that takes a group packs its a
+// slivers into its own small buffer and multiplies them by the whole panel, so packed a is
+// written and read by one core (shared packing of a left half of every sliver in the other
+// core's cache: weight-gradient products ran at 140-150 GFLOP/s that way, 165-170 now). A
+// barrier ends the panel before its buffer is reused. Batched products with many items go
+// item-per-thread instead (gemm.cpp), each thread with its own buffers.
 #include "tensor/cpu/sgemm.h"
 
 #include <omp.h>
@@ -47,6 +52,7 @@ namespace {
 constexpr int64_t KC = 256;   // depth block: fixed, it decides the order of every sum
 constexpr int64_t MCB = 1536;  // rows packed at once (a multiple of every kernel's MR)
 constexpr int64_t NC = 512;    // columns packed at once (a multiple of every kernel's NR)
+constexpr int64_t G = 4;       // a slivers packed and multiplied together by one thread
 
 // ------------------------------------------------------------------------ tile update
 // c[r, j] = alpha · acc[r, j] + beta · c[r, j] for the m×n corner of an acc tile (rows `ld`
@@ -300,9 +306,32 @@ struct Panel {
           copy_pad(dst + s * w * kc + k * w, p + k * ds + s * w, std::min(w, cnt - s * w), w);
       return;
     }
+    pack_sliver(u, dst + u * w * kc);
+  }
+
+  // Slivers s0..s1-1 into d (one after another), by one thread: along the depth when the lanes
+  // are contiguous (s1 - s0 slivers' lanes are one run of memory per depth value, which may be
+  // a page or more from the next: the rows PF ahead are prefetched, as the hardware's streamer
+  // stops at page boundaries), else sliver by sliver.
+  void pack_slivers(int64_t s0, int64_t s1, float* d) const {
+    if (!by_depth()) {
+      for (int64_t s = s0; s < s1; ++s) pack_sliver(s, d + (s - s0) * w * kc);
+      return;
+    }
+    constexpr int64_t PF = 8;
+    const int64_t lanes = std::min(cnt, s1 * w) - s0 * w;
+    for (int64_t k = 0; k < kc; ++k) {
+      if (k + PF < kc)
+        for (int64_t l = 0; l < lanes; l += 16) __builtin_prefetch(p + (k + PF) * ds + s0 * w + l);
+      for (int64_t s = s0; s < s1; ++s)
+        copy_pad(d + (s - s0) * w * kc + k * w, p + k * ds + s * w, std::min(w, cnt - s * w), w);
+    }
+  }
+
+  // Sliver u (not by_depth) into d.
+  void pack_sliver(int64_t u, float* d) const {
     const int64_t n = std::min(w, cnt - u * w);
     const float* src = p + u * w * ls;
-    float* d = dst + u * w * kc;
     if (row_layout) {
       for (int64_t r = 0; r < n; ++r) std::memcpy(d + r * kc, src + r * ls, static_cast<size_t>(kc) * sizeof(float));
       std::fill(d + n * kc, d + w * kc, 0.0f);
@@ -341,53 +370,60 @@ struct Product {
   float* c;
   int64_t ldc;
   const Kernel* kn;
-  float* abuf;  // (MCB / mr slivers) × (KC · mr)
-  float* bbuf;  // (NC / nr slivers) × (KC · nr)
+  float* bbuf;  // (NC / nr slivers) × (KC · nr): the caller's, shared with its team
 
-  // The whole product. team: called by every thread of the enclosing parallel region, which
-  // shares out the packing (static) and the tiles (dynamic: a thread slowed by the machine
-  // takes fewer; which thread computes a tile does not change its bits). The worksharing
-  // loops end in implicit barriers, which also keep the buffers from being overwritten while
-  // in use. Not team: the calling thread alone, no OpenMP constructs.
+  // The whole product. team: called by every thread of the enclosing parallel region. The b
+  // panel is packed by all (static shares, then the implicit barrier); then the row slivers are
+  // handed out dynamically in groups of G: a thread packs its group's a slivers into its own
+  // buffer (G · mr · KC floats: L2-resident, written and read by one core) and multiplies them
+  // by every b sliver of the panel. Which thread computes a tile does not change its bits; a
+  // thread slowed by the machine takes fewer groups. The closing barrier keeps bbuf from being
+  // repacked while in use. Not team: the calling thread alone, no OpenMP constructs.
   void run(bool team) const {
     const int64_t mr = kn->mr, nr = kn->nr;
-    const KernelFn fn = a_row_layout(a) ? kn->rowa : kn->kmajor;
+    const bool rowa = a_row_layout(a);
+    const KernelFn fn = rowa ? kn->rowa : kn->kmajor;
     // Row-major a is read in place, without the copy, unless its rows are a multiple of 4 KB
     // apart: then the 12 rows of a sliver fall in the same L1 sets and evict each other. Only a
-    // partial last sliver of a row block is still copied (and zero-padded).
-    const bool in_place = a_row_layout(a) && a.rs % 1024 != 0;
+    // partial last sliver is still copied (and zero-padded).
+    const bool in_place = rowa && a.rs % 1024 != 0;
+    static thread_local AlignedBuffer own;
+    float* abuf = own.ensure(static_cast<size_t>(G * mr * KC));
+    const int64_t threads = team ? omp_get_num_threads() : 1;
     for (int64_t i0 = 0; i0 < M; i0 += MCB) {
       const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
-      const int64_t first = in_place ? mc / mr : 0;  // the first sliver to copy
+      const int64_t direct = in_place ? mc / mr : 0;  // slivers read in place: 0..direct-1
+      // Groups of up to G slivers where there is packing to share, while leaving at least 4
+      // groups per thread for the dynamic schedule to balance.
+      const int64_t gs = direct >= ms ? 1 : std::clamp<int64_t>(ms / (4 * threads), 1, G);
+      const int64_t groups = (ms + gs - 1) / gs;
       for (int64_t p0 = 0; p0 < K; p0 += KC) {  // depth inside rows: the c rows stay in cache
         const int64_t kc = std::min(KC, K - p0);
         const float be = p0 == 0 ? beta : 1.0f;
-        const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, a_row_layout(a), abuf};
-        if (team) {
-#pragma omp for schedule(static) nowait
-          for (int64_t u = first; u < pa.pieces(); ++u) pa.pack(u);
-        } else {
-          for (int64_t u = first; u < pa.pieces(); ++u) pa.pack(u);
-        }
+        const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, rowa, nullptr};
         for (int64_t j0 = 0; j0 < N; j0 += NC) {
           const int64_t ncol = std::min(NC, N - j0), ns = (ncol + nr - 1) / nr;
           const Panel pb{b.p + p0 * b.rs + j0 * b.cs, b.cs, b.rs, ncol, kc, nr, false, bbuf};
-          auto tile = [&](int64_t u) {  // tiles in row-major order: one a sliver serves ns tiles
-            const int64_t ir = u / ns, jr = u % ns, i = ir * mr, j = jr * nr;
-            const bool direct = ir < first;
-            fn(kc, direct ? a.p + (i0 + i) * a.rs + p0 : abuf + ir * mr * kc, direct ? a.rs : kc,
-               bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + j, ldc, alpha, be, std::min(mr, mc - i),
-               std::min(nr, ncol - j));
+          auto group = [&](int64_t g) {  // row slivers s0..s1-1, each across the panel
+            const int64_t s0 = g * gs, s1 = std::min(ms, s0 + gs);
+            if (s1 > direct) pa.pack_slivers(std::max(s0, direct), s1, abuf + (std::max(s0, direct) - s0) * mr * kc);
+            for (int64_t ir = s0; ir < s1; ++ir) {
+              const int64_t i = ir * mr;
+              const bool dir = ir < direct;
+              const float* ap = dir ? a.p + (i0 + i) * a.rs + p0 : abuf + (ir - s0) * mr * kc;
+              for (int64_t jr = 0; jr < ns; ++jr)
+                fn(kc, ap, dir ? a.rs : kc, bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + jr * nr, ldc, alpha,
+                   be, std::min(mr, mc - i), std::min(nr, ncol - jr * nr));
+            }
           };
-          const int64_t tiles = ms * ns;
           if (team) {
 #pragma omp for schedule(static)
             for (int64_t u = 0; u < pb.pieces(); ++u) pb.pack(u);
-#pragma omp for schedule(dynamic, 4)
-            for (int64_t u = 0; u < tiles; ++u) tile(u);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t g = 0; g < groups; ++g) group(g);
           } else {
             for (int64_t u = 0; u < pb.pieces(); ++u) pb.pack(u);
-            for (int64_t u = 0; u < tiles; ++u) tile(u);
+            for (int64_t g = 0; g < groups; ++g) group(g);
           }
         }
       }
@@ -409,13 +445,11 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
     return;
   }
   const Kernel* kn = g_kernel.load();
-  // The caller's buffers, shared with its team: sized for one row block and one column panel.
-  static thread_local AlignedBuffer abuf, bbuf;
+  // The caller's b buffer, shared with its team: sized for one column panel.
+  static thread_local AlignedBuffer bbuf;
   const int64_t kc = std::min(KC, K);
-  const int64_t rows = (std::min(MCB, M) + kn->mr - 1) / kn->mr * kn->mr;
   const int64_t cols = (std::min(NC, N) + kn->nr - 1) / kn->nr * kn->nr;
-  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, kn,
-                   abuf.ensure(static_cast<size_t>(rows * kc)), bbuf.ensure(static_cast<size_t>(cols * kc))};
+  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
   // Below ~1 MFLOP a team costs more than it saves (results are the same either way).
   const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
   if (!split) {
