@@ -1,5 +1,7 @@
 // CPU kernels drawing from Philox: fill_random, dropout_forward / dropout_backward.
 // CUDA twin: src/tensor/cuda/random.cu. Both number values identically (src/tensor/philox.h).
+#include <type_traits>
+
 #include "tensor/cpu/common.h"
 #include "tensor/philox.h"
 
@@ -10,9 +12,9 @@
 namespace saobp::cpu {
 
 namespace {
-// Philox blocks first .. first + kBlocks - 1 of (seed, stream), word k of block j in w[k][j]:
-// philox::block for each, written across blocks (structure of arrays). Same values as
-// philox::block (integer arithmetic: every path gives the same bits).
+// Philox blocks first .. first + kBlocks - 1 of (seed, stream), word k of block j in u[4j + k]
+// (index order: the word for element 4·block + k). Same values as philox::block (integer
+// arithmetic: every path gives the same bits).
 constexpr uint64_t kBlocks = 16;
 
 #if defined(__AVX512F__)
@@ -26,7 +28,7 @@ inline void mulhilo16(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
 
 // The same ten rounds as philox4x32_10 on 16 blocks per register (block by block, GCC left the
 // 32x32 -> 64-bit products scalar: 2.8% of the BERT-Mini step).
-void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&w)[4][kBlocks]) {
+void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&u)[4 * kBlocks]) {
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   // first + j for j < 16: the low word may wrap, then the high word carries.
   const __m512i lo0 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first)));
@@ -48,19 +50,52 @@ void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&w)
     k0 += philox::kW0;
     k1 += philox::kW1;
   }
-  _mm512_storeu_si512(w[0], c0);
-  _mm512_storeu_si512(w[1], c1);
-  _mm512_storeu_si512(w[2], c2);
-  _mm512_storeu_si512(w[3], c3);
+  // Into index order, u[4j + k] = word k of block j: lane j of c_k goes to u[4j + k]. In each
+  // 128-bit lane L (blocks 4L..4L+3) a 4×4 transpose gives s_b = block 4L + b; then output m
+  // (blocks 4m..4m+3) is 128-bit lane m of s_0, s_1, s_2, s_3.
+  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i s0 = _mm512_unpacklo_epi64(t0, t2), s1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i s2 = _mm512_unpacklo_epi64(t1, t3), s3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i x0 = _mm512_shuffle_i32x4(s0, s1, 0x44), x1 = _mm512_shuffle_i32x4(s2, s3, 0x44);
+  const __m512i x2 = _mm512_shuffle_i32x4(s0, s1, 0xEE), x3 = _mm512_shuffle_i32x4(s2, s3, 0xEE);
+  _mm512_storeu_si512(u, _mm512_shuffle_i32x4(x0, x1, 0x88));
+  _mm512_storeu_si512(u + 16, _mm512_shuffle_i32x4(x0, x1, 0xDD));
+  _mm512_storeu_si512(u + 32, _mm512_shuffle_i32x4(x2, x3, 0x88));
+  _mm512_storeu_si512(u + 48, _mm512_shuffle_i32x4(x2, x3, 0xDD));
 }
 #else
-void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&w)[4][kBlocks]) {
+void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&u)[4 * kBlocks]) {
   for (uint64_t j = 0; j < kBlocks; ++j) {
     const philox::U4 b = philox::block(seed, stream, first + j);
-    for (int k = 0; k < 4; ++k) w[k][j] = b.v[k];
+    for (int k = 0; k < 4; ++k) u[4 * j + k] = b.v[k];
   }
 }
 #endif
+
+// The dropout of one group of kBlocks·4 elements: m = (U >= p), y = m ? x·scale : 0.
+template <class T>
+void keep_scale(const uint32_t* u, const T* __restrict x, T scale, float p, T* __restrict y, uint8_t* __restrict m) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, float>) {
+    // to_unit_float: (w >> 8) · 2⁻²⁴, exact in float (a 24-bit integer times a power of two).
+    const __m512 pv = _mm512_set1_ps(p), sv = _mm512_set1_ps(scale), unit = _mm512_set1_ps(1.0f / 16777216.0f);
+    for (uint64_t k = 0; k < kBlocks * 4; k += 16) {
+      const __m512i w = _mm512_loadu_si512(u + k);
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), unit);
+      const __mmask16 keep = _mm512_cmp_ps_mask(f, pv, _CMP_GE_OQ);
+      _mm512_storeu_ps(y + k, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + k), sv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(m + k), _mm_maskz_set1_epi8(keep, 1));
+    }
+    return;
+  }
+#endif
+  for (uint64_t k = 0; k < kBlocks * 4; ++k) {
+    const bool keep = philox::to_unit_float(u[k]) >= p;
+    m[k] = keep;
+    y[k] = keep ? x[k] * scale : T(0);
+  }
+}
 }  // namespace
 
 // out: contiguous. Value i is U[a, b) from word offset+i, or N(a, b^2) from normal offset+i.
@@ -102,34 +137,26 @@ void dropout_forward(const Tensor& x, double p, const RngKey& key, Tensor& y, Te
     const uint64_t b0 = first >> 2, b1 = (first + n + 3) >> 2;
     const int64_t groups = static_cast<int64_t>((b1 - b0 + kBlocks - 1) / kBlocks);
     parallel_for(groups, 256, [&](int64_t s, int64_t e) {
-      uint32_t w[4][kBlocks];
+      // Locals: the u8 mask stores may alias anything, so captured values would be reloaded
+      // per element and the loop would not vectorize.
+      const T sc = scale;
+      const float pl = pf;
+      alignas(64) uint32_t u[kBlocks * 4];
       for (int64_t grp = s; grp < e; ++grp) {
-        const uint64_t blk0 = b0 + static_cast<uint64_t>(grp) * kBlocks;
-        philox_blocks(key.seed, key.stream, blk0, w);
-        // Index blk0·4 + e uses word e & 3 of block e >> 2: the words in index order first,
-        // so that a group wholly inside [first, first + n) runs one loop that vectorizes.
-        uint32_t u[kBlocks * 4];
-        for (uint64_t e = 0; e < kBlocks * 4; ++e) u[e] = w[e & 3][e >> 2];
-        const uint64_t idx0 = blk0 * 4;
-        if (idx0 >= first && idx0 + kBlocks * 4 <= first + n) {
+        const uint64_t blk0 = b0 + static_cast<uint64_t>(grp) * kBlocks, idx0 = blk0 * 4;
+        philox_blocks(key.seed, key.stream, blk0, u);
+        if (idx0 >= first && idx0 + kBlocks * 4 <= first + n) {  // the group wholly inside
           const uint64_t i0 = idx0 - first;
-          uint8_t* __restrict m = mp + i0;
-          T* __restrict o = yp + i0;
-          const T* __restrict in = xp + i0;
-          for (uint64_t e = 0; e < kBlocks * 4; ++e) {
-            const bool keep = philox::to_unit_float(u[e]) >= pf;
-            m[e] = keep;
-            o[e] = keep ? in[e] * scale : T(0);
-          }
+          keep_scale(u, xp + i0, sc, pl, yp + i0, mp + i0);
           continue;
         }
-        for (uint64_t e = 0; e < kBlocks * 4; ++e) {
-          const uint64_t idx = idx0 + e;
+        for (uint64_t k = 0; k < kBlocks * 4; ++k) {
+          const uint64_t idx = idx0 + k;
           if (idx < first || idx >= first + n) continue;
           const uint64_t i = idx - first;
-          const bool keep = philox::to_unit_float(u[e]) >= pf;
+          const bool keep = philox::to_unit_float(u[k]) >= pl;
           mp[i] = keep;
-          yp[i] = keep ? xp[i] * scale : T(0);
+          yp[i] = keep ? xp[i] * sc : T(0);
         }
       }
     });
@@ -146,10 +173,16 @@ void dropout_backward(const Tensor& gy, const Tensor& mask, double p, Tensor& gx
     T* out = gx.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     parallel_for(gy.numel(), 32768, [&](int64_t s, int64_t e) {
+      // Locals, so that the stores through o cannot be taken to change them (the loops then
+      // vectorize; as written against the captures they ran scalar).
+      const T sc = scale;
+      const T* __restrict gi = g;
+      const uint8_t* __restrict mi = m;
+      T* __restrict o = out;
       if (accumulate)
-        for (int64_t i = s; i < e; ++i) out[i] = m[i] ? out[i] + g[i] * scale : out[i];
+        for (int64_t i = s; i < e; ++i) o[i] = mi[i] ? o[i] + gi[i] * sc : o[i];
       else
-        for (int64_t i = s; i < e; ++i) out[i] = m[i] ? g[i] * scale : T(0);
+        for (int64_t i = s; i < e; ++i) o[i] = mi[i] ? gi[i] * sc : T(0);
     });
   });
 }
