@@ -67,8 +67,8 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   out_shape.back() = OUT;
   Tensor out = x.data().new_empty(out_shape);
   Tensor o2 = out.view({-1, OUT});
-  if (b.defined()) o2.copy_from(b.data().view({1, OUT}).expand(o2.shape()));
-  kern::gemm(X, false, W, true, o2, 1.0, b.defined() ? 1.0 : 0.0);  // x Wᵀ (+ b)
+  if (b.defined()) kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // x Wᵀ + b
+  else kern::gemm(X, false, W, true, o2, 1.0, 0.0);                              // x Wᵀ
   return make_result(out, "linear", {x, w, b}, [X, W, IN, OUT](const Tensor& g, GradSlots& gin) {
     const Tensor g2 = g.contiguous().view({-1, OUT});
     bool fresh = false;  // a gradient seen for the first time is written (beta 0), not zeroed and added to

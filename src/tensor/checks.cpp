@@ -28,6 +28,15 @@ GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
   return d;
 }
 
+GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c) {
+  const GemmDims d = check_gemm(a, ta, b, tb, c);
+  if (d.Bc != 1) fail("gemm_bias", "one product only, got c {}", c.str());
+  check_shape(bias, {d.N}, "gemm_bias", "bias");
+  check_dtype(bias, c.dtype(), "gemm_bias", "bias");
+  require_contiguous("gemm_bias", bias, "bias");
+  return d;
+}
+
 bool is_potts(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }
 
 AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,

@@ -21,6 +21,8 @@ struct AttnDims {
 AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                          const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
                          const Tensor& aux);
+// gemm_bias: check_gemm with one batch item, and bias (N) contiguous of c's dtype.
+GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c);
 bool is_potts(AttnVariant v);
 
 // rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0.

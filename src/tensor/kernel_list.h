@@ -29,6 +29,10 @@
   /* if tb, c: (Bc,M,N); Ba, Bb are Bc or 1 (leading dims flattened). All contiguous.      */ \
   X(gemm, c, (const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha,    \
               double beta), (a, ta, b, tb, c, alpha, beta))                                   \
+  /* c = op(a) op(b) + bias: a linear layer. As gemm with one batch item (Bc = 1); bias:   */ \
+  /* (N) contiguous, added to every row (the bits of filling c with it, then beta = 1).    */ \
+  X(gemm_bias, c, (const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,   \
+                   Tensor& c), (a, ta, b, tb, bias, c))                                       \
   /* out = a op b with broadcasting; a, b strided (broadcast views), out contiguous.       */ \
   X(binary, out, (BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out), (op, a, b, out))\
   /* dst (+)= alpha * sum of src over the dims where dst has size 1 (dst.dim() == src.dim()). */ \

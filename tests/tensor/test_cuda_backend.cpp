@@ -219,6 +219,25 @@ TEST_CASE("cuda gemm: transposes, batch broadcasting, alpha/beta", "[cuda]") {
   }
 }
 
+TEST_CASE("cuda gemm_bias matches the CPU's", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        INFO(dtype_name(dt) << " ta=" << ta << " tb=" << tb);
+        const int64_t M = 37, K = 45, N = 29;
+        const Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, dt, 41), b = randn(tb ? Shape{N, K} : Shape{K, N}, dt, 42);
+        const Tensor bias = randn({N}, dt, 43);
+        Tensor c_c = Tensor::empty({M, N}, dt), c_g = Tensor::empty({M, N}, dt, kGpu);
+        kern::gemm_bias(a, ta, b, tb, bias, c_c);
+        kern::gemm_bias(gpu(a), ta, gpu(b), tb, gpu(bias), c_g);
+        CHECK_CLOSE(c_c, c_g, dt);
+      }
+}
+
 TEST_CASE("cuda gemm is bitwise reproducible", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");

@@ -198,6 +198,45 @@ TEST_CASE("f32 gemm: the bits depend on neither threads, team split, batching no
   }
 }
 
+TEST_CASE("gemm_bias: the bits of filling c with the bias, then gemm with beta = 1", "[kernels]") {
+  // f32 reads the bias in the first depth block's update (sgemm's c0) instead of a filled c;
+  // the sums must be those of the definition, whatever the threads and the micro-kernel.
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& k : {Case{1541, 600, 37, false, true}, Case{29, 300, 1037, true, false}, Case{25, 513, 45, false, false},
+                          Case{7, 0, 5, false, true}, Case{64, 1, 3, true, true}}) {
+      INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb);
+      const Tensor a = randn(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, 31, dt);
+      const Tensor b = randn(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, 32, dt);
+      const Tensor bias = randn({k.N}, 33, dt);
+      Tensor ref = Tensor::empty({k.M, k.N}, dt);
+      ref.copy_from(bias.view({1, k.N}).expand({k.M, k.N}));
+      kern::gemm(a, k.ta, b, k.tb, ref, 1.0, 1.0);
+      for (int threads : {1, 2, 3})
+        for (auto kernel : {cpu::SgemmKernel::native, cpu::SgemmKernel::portable}) {
+          INFO("threads " << threads << " portable " << (kernel == cpu::SgemmKernel::portable));
+          cpu::sgemm_use_kernel(kernel);
+          Tensor c = Tensor::full({k.M, k.N}, std::nan(""), dt);  // c's contents are not read
+          with_threads(threads, [&] { kern::gemm_bias(a, k.ta, b, k.tb, bias, c); });
+          cpu::sgemm_use_kernel(cpu::SgemmKernel::native);
+          CHECK(bitwise_equal(c, ref));
+        }
+    }
+  const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 5});
+  Tensor c = Tensor::zeros({3, 5}), c3 = Tensor::zeros({1, 3, 5});
+  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({4}), c), Contains("[gemm_bias]") && Contains("bias"));
+  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({5}, DType::f64), c), Contains("[gemm_bias]"));
+  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({5, 2}).slice(1, 0, 1), c),
+              Contains("[gemm_bias]") && Contains("bias"));
+  CHECK_NOTHROW(kern::gemm_bias(Tensor::zeros({1, 3, 4}), false, b, false, Tensor::zeros({5}), c3));
+  Tensor c23 = Tensor::zeros({2, 3, 5});
+  CHECK_ERROR(kern::gemm_bias(Tensor::zeros({2, 3, 4}), false, b, false, Tensor::zeros({5}), c23),
+              Contains("one product"));
+}
+
 TEST_CASE("gemm with K = 0 scales c by beta", "[kernels]") {
   Tensor a = Tensor::zeros({3, 0}, DType::f64), b = Tensor::zeros({0, 2}, DType::f64);
   Tensor c = Tensor::full({3, 2}, 4.0, DType::f64);

@@ -55,28 +55,31 @@ constexpr int64_t NC = 512;    // columns packed at once (a multiple of every ke
 constexpr int64_t G = 4;       // a slivers packed and multiplied together by one thread
 
 // ------------------------------------------------------------------------ tile update
-// c[r, j] = alpha · acc[r, j] + beta · c[r, j] for the m×n corner of an acc tile (rows `ld`
-// apart). The vector kernels' full tiles perform these same operations lane by lane.
-void update_tile(const float* acc, int64_t ld, int64_t m, int64_t n, float* c, int64_t ldc, float alpha,
-                 float beta) {
+// c[r, j] = alpha · acc[r, j] + beta · ci[r, j] for the m×n corner of an acc tile (rows `ld`
+// apart). ci is c itself (ldci = ldc), or a row vector (ldci = 0: sgemm's c0, a bias). The
+// vector kernels' full tiles perform these same operations lane by lane.
+void update_tile(const float* acc, int64_t ld, int64_t m, int64_t n, float* c, int64_t ldc, const float* ci,
+                 int64_t ldci, float alpha, float beta) {
   for (int64_t r = 0; r < m; ++r) {
     const float* s = acc + r * ld;
+    const float* in = ci + r * ldci;
     float* d = c + r * ldc;
     if (beta == 0.0f)
       for (int64_t j = 0; j < n; ++j) d[j] = alpha * s[j];
     else if (beta == 1.0f)
-      for (int64_t j = 0; j < n; ++j) d[j] = d[j] + alpha * s[j];
+      for (int64_t j = 0; j < n; ++j) d[j] = in[j] + alpha * s[j];
     else
-      for (int64_t j = 0; j < n; ++j) d[j] = beta * d[j] + alpha * s[j];
+      for (int64_t j = 0; j < n; ++j) d[j] = beta * in[j] + alpha * s[j];
   }
 }
 
-// A micro-kernel: the MR×NR tile of (a sliver)·(b sliver) over kc, added into c's m×n corner.
+// A micro-kernel: the MR×NR tile of (a sliver)·(b sliver) over kc, into c's m×n corner:
+// c = alpha · tile + beta · ci (update_tile).
 // The b sliver is k-major (NR values per k). The a sliver is k-major (MR values per k) or, when
 // RowA, row-major with rows `ars` apart (a copy, ars = kc, or row-major a itself, read in
 // place); the layout changes where a value is read, not the arithmetic.
 using KernelFn = void (*)(int64_t kc, const float* ap, int64_t ars, const float* bp, float* c, int64_t ldc,
-                          float alpha, float beta, int64_t m, int64_t n);
+                          const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n);
 struct Kernel {
   int64_t mr, nr;
   KernelFn kmajor, rowa;  // a sliver k-major / row-major
@@ -94,14 +97,13 @@ struct ASliver {
 constexpr int64_t MR_P = 4, NR_P = 16;
 template <bool RowA>
 void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
-                     int64_t ldc,
-                     float alpha, float beta, int64_t m, int64_t n) {
+                     int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n) {
   const ASliver<RowA, MR_P> as(ars);
   float acc[MR_P * NR_P] = {};
   for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_P)
     for (int64_t r = 0; r < MR_P; ++r)
       for (int64_t j = 0; j < NR_P; ++j) acc[r * NR_P + j] = std::fma(ap[r * as.rs], bp[j], acc[r * NR_P + j]);
-  update_tile(acc, NR_P, m, n, c, ldc, alpha, beta);
+  update_tile(acc, NR_P, m, n, c, ldc, ci, ldci, alpha, beta);
 }
 
 // ------------------------------------------------------------------------ AVX-512 kernel
@@ -111,8 +113,7 @@ void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const 
 constexpr int64_t MR_512 = 12, NR_512 = 32;
 template <bool RowA>
 void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
-                   int64_t ldc,
-                   float alpha, float beta, int64_t m, int64_t n) {
+                   int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n) {
   const ASliver<RowA, MR_512> as(ars);
   __m512 acc[MR_512][2];
   for (int r = 0; r < MR_512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -136,10 +137,11 @@ void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const fl
     for (int r = 0; r < MR_512; ++r)
       for (int h = 0; h < 2; ++h) {
         float* d = c + r * ldc + h * 16;
+        const float* in = ci + r * ldci + h * 16;
         const __m512 t = _mm512_mul_ps(al, acc[r][h]);
         if (beta == 0.0f) _mm512_storeu_ps(d, t);
-        else if (beta == 1.0f) _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), t));
-        else _mm512_storeu_ps(d, _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(d)), t));
+        else if (beta == 1.0f) _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(in), t));
+        else _mm512_storeu_ps(d, _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(in)), t));
       }
     return;
   }
@@ -148,7 +150,7 @@ void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const fl
     _mm512_store_ps(buf + r * NR_512, acc[r][0]);
     _mm512_store_ps(buf + r * NR_512 + 16, acc[r][1]);
   }
-  update_tile(buf, NR_512, m, n, c, ldc, alpha, beta);
+  update_tile(buf, NR_512, m, n, c, ldc, ci, ldci, alpha, beta);
 }
 constexpr Kernel kNative{MR_512, NR_512, kernel_avx512<false>, kernel_avx512<true>, "avx512 12x32"};
 
@@ -158,8 +160,7 @@ constexpr Kernel kNative{MR_512, NR_512, kernel_avx512<false>, kernel_avx512<tru
 constexpr int64_t MR_256 = 6, NR_256 = 16;
 template <bool RowA>
 void kernel_avx2(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
-                 int64_t ldc,
-                 float alpha, float beta, int64_t m, int64_t n) {
+                 int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n) {
   const ASliver<RowA, MR_256> as(ars);
   __m256 acc[MR_256][2];
   for (int r = 0; r < MR_256; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -177,10 +178,11 @@ void kernel_avx2(int64_t kc, const float* __restrict ap, int64_t ars, const floa
     for (int r = 0; r < MR_256; ++r)
       for (int h = 0; h < 2; ++h) {
         float* d = c + r * ldc + h * 8;
+        const float* in = ci + r * ldci + h * 8;
         const __m256 t = _mm256_mul_ps(al, acc[r][h]);
         if (beta == 0.0f) _mm256_storeu_ps(d, t);
-        else if (beta == 1.0f) _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), t));
-        else _mm256_storeu_ps(d, _mm256_add_ps(_mm256_mul_ps(be, _mm256_loadu_ps(d)), t));
+        else if (beta == 1.0f) _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(in), t));
+        else _mm256_storeu_ps(d, _mm256_add_ps(_mm256_mul_ps(be, _mm256_loadu_ps(in)), t));
       }
     return;
   }
@@ -189,7 +191,7 @@ void kernel_avx2(int64_t kc, const float* __restrict ap, int64_t ars, const floa
     _mm256_store_ps(buf + r * NR_256, acc[r][0]);
     _mm256_store_ps(buf + r * NR_256 + 8, acc[r][1]);
   }
-  update_tile(buf, NR_256, m, n, c, ldc, alpha, beta);
+  update_tile(buf, NR_256, m, n, c, ldc, ci, ldci, alpha, beta);
 }
 constexpr Kernel kNative{MR_256, NR_256, kernel_avx2<false>, kernel_avx2<true>, "avx2 6x16"};
 #else
@@ -369,6 +371,7 @@ struct Product {
   SView a, b;
   float* c;
   int64_t ldc;
+  const float* c0;  // the first depth block's beta term: row vector c0 (bias) instead of c, or null
   const Kernel* kn;
   float* bbuf;  // (NC / nr slivers) × (KC · nr): the caller's, shared with its team
 
@@ -400,6 +403,7 @@ struct Product {
       for (int64_t p0 = 0; p0 < K; p0 += KC) {  // depth inside rows: the c rows stay in cache
         const int64_t kc = std::min(KC, K - p0);
         const float be = p0 == 0 ? beta : 1.0f;
+        const bool from_c0 = p0 == 0 && c0 != nullptr;
         const Panel pa{a.p + i0 * a.rs + p0 * a.cs, a.rs, a.cs, mc, kc, mr, rowa, nullptr};
         for (int64_t j0 = 0; j0 < N; j0 += NC) {
           const int64_t ncol = std::min(NC, N - j0), ns = (ncol + nr - 1) / nr;
@@ -411,9 +415,11 @@ struct Product {
               const int64_t i = ir * mr;
               const bool dir = ir < direct;
               const float* ap = dir ? a.p + (i0 + i) * a.rs + p0 : abuf + (ir - s0) * mr * kc;
-              for (int64_t jr = 0; jr < ns; ++jr)
-                fn(kc, ap, dir ? a.rs : kc, bbuf + jr * nr * kc, c + (i0 + i) * ldc + j0 + jr * nr, ldc, alpha,
-                   be, std::min(mr, mc - i), std::min(nr, ncol - jr * nr));
+              for (int64_t jr = 0; jr < ns; ++jr) {
+                float* ct = c + (i0 + i) * ldc + j0 + jr * nr;
+                fn(kc, ap, dir ? a.rs : kc, bbuf + jr * nr * kc, ct, ldc, from_c0 ? c0 + j0 + jr * nr : ct,
+                   from_c0 ? 0 : ldc, alpha, be, std::min(mr, mc - i), std::min(nr, ncol - jr * nr));
+              }
             }
           };
           if (team) {
@@ -437,11 +443,12 @@ void sgemm_use_kernel(SgemmKernel k) { g_kernel.store(k == SgemmKernel::portable
 const char* sgemm_kernel_name() { return g_kernel.load()->name; }
 
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, int64_t ldc,
-           bool team) {
+           bool team, const float* c0) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // c = beta · c (and exactly 0 for beta = 0, whatever c held)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (int64_t j = 0; j < N; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * (c0 ? c0[j] : c[i * ldc + j]);
     return;
   }
   const Kernel* kn = g_kernel.load();
@@ -449,7 +456,7 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
   static thread_local AlignedBuffer bbuf;
   const int64_t kc = std::min(KC, K);
   const int64_t cols = (std::min(NC, N) + kn->nr - 1) / kn->nr * kn->nr;
-  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
+  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, c0, kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
   // Below ~1 MFLOP a team costs more than it saves (results are the same either way).
   const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
   if (!split) {

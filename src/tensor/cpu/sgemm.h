@@ -18,8 +18,10 @@ struct SView {
 // contiguous. beta = 0 overwrites c without reading it (NaN there does not propagate).
 // team = true splits the product over the OpenMP threads (call it outside a parallel region;
 // inside one it runs on the calling thread); team = false always runs on the calling thread.
+// c0 (N values), when given, stands for every row of c in the beta term: c = alpha·a·b + beta·c0
+// (a bias, without filling c with it first; the bits are those of that fill and beta·c).
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, int64_t ldc,
-           bool team);
+           bool team, const float* c0 = nullptr);
 
 // The micro-kernels. `native` is the widest this build was compiled for (AVX-512, else AVX2+FMA,
 // else portable C++); all of them compute each element as the same chain of fused multiply-adds,

@@ -88,4 +88,14 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 
+// The bias copied into every row of c, then cuBLAS with beta = 1 (cublasSgemm has no bias
+// epilogue; on the GPU the copy is a small part of the product).
+void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  prepare("gemm_bias", c, a, b, bias);
+  const GemmDims g = check_gemm_bias(a, ta, b, tb, bias, c);
+  Tensor c2 = c.view({g.M, g.N});
+  copy(bias.view({1, g.N}).expand({g.M, g.N}), c2, false);
+  gemm(a, ta, b, tb, c, 1.0, 1.0);
+}
+
 }  // namespace saobp::cuda
