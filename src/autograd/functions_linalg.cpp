@@ -76,6 +76,13 @@ Var linear(const Var& x, const Var& w, const Var& b) {
       Tensor gx = gin.slot(0, fresh).view({-1, IN});
       kern::gemm(g2, false, W, false, gx, 1.0, fresh ? 0.0 : 1.0);  // gx += g W
     }
+    if (gin.needs(1) && gin.needs(2)) {  // both from one pass over g (its columns summed as packed)
+      Tensor gw = gin.slot(1, fresh);
+      const bool fresh_w = fresh;
+      Tensor gb = gin.slot(2, fresh);
+      kern::gemm_rowsum(g2, true, X, false, gw, fresh_w ? 0.0 : 1.0, gb, !fresh);  // gW += gᵀ x, gb += Σ_rows g
+      return;
+    }
     if (gin.needs(1)) {
       Tensor& gw = gin.slot(1, fresh);
       kern::gemm(g2, true, X, false, gw, 1.0, fresh ? 0.0 : 1.0);  // gW += gᵀ x

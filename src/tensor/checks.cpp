@@ -37,6 +37,15 @@ GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, con
   return d;
 }
 
+GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor& sums) {
+  const GemmDims d = check_gemm(a, ta, b, tb, c);
+  if (d.Bc != 1) fail("gemm_rowsum", "one product only, got c {}", c.str());
+  check_shape(sums, {d.M}, "gemm_rowsum", "sums");
+  check_dtype(sums, c.dtype(), "gemm_rowsum", "sums");
+  require_contiguous("gemm_rowsum", sums, "sums");
+  return d;
+}
+
 bool is_potts(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }
 
 AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,

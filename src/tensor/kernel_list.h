@@ -33,6 +33,12 @@
   /* (N) contiguous, added to every row (the bits of filling c with it, then beta = 1).    */ \
   X(gemm_bias, c, (const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,   \
                    Tensor& c), (a, ta, b, tb, bias, c))                                       \
+  /* c = op(a) op(b) + beta c as gemm with one batch item, and sums (M) (+)= the row sums  */ \
+  /* of op(a): a linear layer's weight and bias gradients from one pass over the output    */ \
+  /* gradient. The sums are those of reduce_sum_to over op(a)'s columns, bit for bit.      */ \
+  X(gemm_rowsum, c, (const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c,          \
+                     double beta, Tensor& sums, bool accumulate),                            \
+    (a, ta, b, tb, c, beta, sums, accumulate))                                               \
   /* out = a op b with broadcasting; a, b strided (broadcast views), out contiguous.       */ \
   X(binary, out, (BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out), (op, a, b, out))\
   /* dst (+)= alpha * sum of src over the dims where dst has size 1 (dst.dim() == src.dim()). */ \

@@ -238,6 +238,25 @@ TEST_CASE("cuda gemm_bias matches the CPU's", "[cuda]") {
       }
 }
 
+TEST_CASE("cuda gemm_rowsum matches the CPU's", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (bool ta : {false, true})
+      for (bool accumulate : {false, true}) {
+        INFO(dtype_name(dt) << " ta=" << ta << " accumulate=" << accumulate);
+        const int64_t M = 37, K = 600, N = 29;
+        const Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, dt, 44), b = randn({K, N}, dt, 45);
+        Tensor c_c = randn({M, N}, dt, 46), c_g = gpu(c_c), s_c = randn({M}, dt, 47), s_g = gpu(s_c);
+        kern::gemm_rowsum(a, ta, b, false, c_c, 0.5, s_c, accumulate);
+        kern::gemm_rowsum(gpu(a), ta, gpu(b), false, c_g, 0.5, s_g, accumulate);
+        CHECK_CLOSE(c_c, c_g, dt);
+        CHECK_CLOSE(s_c, s_g, dt);
+      }
+}
+
 TEST_CASE("cuda gemm is bitwise reproducible", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");

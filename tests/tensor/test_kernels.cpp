@@ -237,6 +237,44 @@ TEST_CASE("gemm_bias: the bits of filling c with the bias, then gemm with beta =
               Contains("one product"));
 }
 
+TEST_CASE("gemm_rowsum: gemm, and the row sums of op(a) bit for bit as reduce_sum_to", "[kernels]") {
+  // f32 sums the a slivers as sgemm packs them; the order must be reduce_sum_to's (chunks of
+  // 512 depth values), whatever the threads, the layout of a and the micro-kernel.
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& k : {Case{300, 1300, 70, true, false}, Case{1541, 600, 37, false, true},
+                          Case{29, 2048, 513, true, true}, Case{25, 1100, 45, false, false}, Case{7, 0, 5, true, false},
+                          Case{9, 40, 0, true, false}})
+      for (bool accumulate : {false, true}) {
+        INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb
+                            << " accumulate " << accumulate);
+        const Tensor a = randn(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, 51, dt);
+        const Tensor b = randn(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, 52, dt);
+        const Tensor c0 = randn({k.M, k.N}, 53, dt), s0 = randn({k.M}, 54, dt);
+        Tensor ref = c0.clone(), ref_s = s0.clone();
+        kern::gemm(a, k.ta, b, k.tb, ref, 1.0, 0.5);
+        Tensor rs = k.ta ? ref_s.view({1, k.M}) : ref_s.view({k.M, 1});
+        kern::reduce_sum_to(a, rs, 1.0, accumulate);
+        for (int threads : {1, 2, 3})
+          for (auto kernel : {cpu::SgemmKernel::native, cpu::SgemmKernel::portable}) {
+            INFO("threads " << threads << " portable " << (kernel == cpu::SgemmKernel::portable));
+            cpu::sgemm_use_kernel(kernel);
+            Tensor c = c0.clone(), s = accumulate ? s0.clone() : Tensor::full({k.M}, std::nan(""), dt);
+            with_threads(threads, [&] { kern::gemm_rowsum(a, k.ta, b, k.tb, c, 0.5, s, accumulate); });
+            cpu::sgemm_use_kernel(cpu::SgemmKernel::native);
+            CHECK(bitwise_equal(c, ref));
+            CHECK(bitwise_equal(s, ref_s));
+          }
+      }
+  const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 5});
+  Tensor c = Tensor::zeros({3, 5}), s4 = Tensor::zeros({4}), s3d = Tensor::zeros({3}, DType::f64);
+  CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s4, false), Contains("[gemm_rowsum]") && Contains("sums"));
+  CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s3d, false), Contains("[gemm_rowsum]"));
+}
+
 TEST_CASE("gemm with K = 0 scales c by beta", "[kernels]") {
   Tensor a = Tensor::zeros({3, 0}, DType::f64), b = Tensor::zeros({0, 2}, DType::f64);
   Tensor c = Tensor::full({3, 2}, 4.0, DType::f64);

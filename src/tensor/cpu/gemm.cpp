@@ -119,6 +119,26 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   });
 }
 
+// f32: sgemm gathers the row sums from the a slivers it packs anyway (no second pass over a:
+// the output gradient, 4096 × 1024 floats for BERT-Mini's FFN). f64: gemm, then reduce_sum_to
+// over op(a)'s columns, which is the definition.
+void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                 bool accumulate) {
+  const GemmDims g = check_gemm_rowsum(a, ta, b, tb, c, sums);
+  if (c.dtype() == DType::f32) {
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    const SView av = ta ? SView{A, 1, g.M} : SView{A, g.K, 1};
+    const SView bv = tb ? SView{B, 1, g.K} : SView{B, g.N, 1};
+    const RowSums rs{sums.data<float>(), accumulate};
+    sgemm(g.M, g.N, g.K, 1.0f, av, bv, static_cast<float>(beta), c.data<float>(), g.N, true, nullptr, &rs);
+    return;
+  }
+  gemm(a, ta, b, tb, c, 1.0, beta);
+  Tensor s = ta ? sums.view({1, g.M}) : sums.view({g.M, 1});
+  reduce_sum_to(ta ? a.view({g.K, g.M}) : a.view({g.M, g.K}), s, 1.0, accumulate);
+}
+
 // f32: the bias is sgemm's c0, read by the first depth block's update instead of a copy of it
 // in every row of c (a write and a read of c saved: 75 MB each for BERT's MLM decoder). f64:
 // the fill, then c += op(a) op(b); the same operations, so both dtypes match that definition.

@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -365,6 +366,56 @@ struct AlignedBuffer {
   }
 };
 
+// Row sums of op(a), gathered from the a slivers as they are multiplied (sgemm.h: RowSums):
+// per row, a double sum over each chunk of 512 depth values in order, the chunks added in order
+// into total. A row's slivers of one depth block are summed by the thread that packed them, and
+// the depth blocks follow each other, so the order never depends on the threads.
+struct RowSumAcc {
+  static constexpr int64_t kChunk = 512;  // reduce_sum_to's row block; a multiple of KC
+  double* chunk;
+  double* total;
+
+  // rows × kc values of a sliver (a(r, k) at ap[r·rs + k·ks]) of the rows from i; `close`: the
+  // depth block ends a chunk.
+  // The rows are independent add chains, interleaved (k outer) so they overlap; a full k-major
+  // sliver (the weight-gradient case: a is the transposed output gradient) with the row count
+  // known at compile time, so that the rows become vector lanes.
+  void add(const float* ap, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t i, bool close) const {
+    if (rs == 1) {
+      switch (rows) {
+        case 12: return add_kmajor<12>(ap, ks, kc, i, close);
+        case 6: return add_kmajor<6>(ap, ks, kc, i, close);
+        case 4: return add_kmajor<4>(ap, ks, kc, i, close);
+        default: break;
+      }
+    }
+    constexpr int64_t R = 16;  // >= every kernel's MR
+    double s[R];
+    for (int64_t r0 = 0; r0 < rows; r0 += R) {
+      const int64_t n = std::min(R, rows - r0);
+      for (int64_t r = 0; r < n; ++r) s[r] = chunk[i + r0 + r];
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t r = 0; r < n; ++r) s[r] += ap[(r0 + r) * rs + k * ks];
+      for (int64_t r = 0; r < n; ++r) {
+        chunk[i + r0 + r] = close ? 0.0 : s[r];
+        if (close) total[i + r0 + r] += s[r];
+      }
+    }
+  }
+  template <int64_t ROWS>
+  void add_kmajor(const float* ap, int64_t ks, int64_t kc, int64_t i, bool close) const {
+    double s[ROWS];
+    for (int64_t r = 0; r < ROWS; ++r) s[r] = chunk[i + r];
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t r = 0; r < ROWS; ++r) s[r] += ap[k * ks + r];
+    for (int64_t r = 0; r < ROWS; ++r) {
+      chunk[i + r] = close ? 0.0 : s[r];
+      if (close) total[i + r] += s[r];
+    }
+  }
+};
+static_assert(RowSumAcc::kChunk % KC == 0);
+
 struct Product {
   int64_t M, N, K;
   float alpha, beta;
@@ -372,6 +423,7 @@ struct Product {
   float* c;
   int64_t ldc;
   const float* c0;  // the first depth block's beta term: row vector c0 (bias) instead of c, or null
+  const RowSumAcc* sums;  // row sums of op(a) to gather, or null
   const Kernel* kn;
   float* bbuf;  // (NC / nr slivers) × (KC · nr): the caller's, shared with its team
 
@@ -415,6 +467,9 @@ struct Product {
               const int64_t i = ir * mr;
               const bool dir = ir < direct;
               const float* ap = dir ? a.p + (i0 + i) * a.rs + p0 : abuf + (ir - s0) * mr * kc;
+              if (sums && j0 == 0)
+                sums->add(ap, rowa ? (dir ? a.rs : kc) : 1, rowa ? 1 : mr, std::min(mr, mc - i), kc, i0 + i,
+                          (p0 + kc) % RowSumAcc::kChunk == 0 || p0 + kc == K);
               for (int64_t jr = 0; jr < ns; ++jr) {
                 float* ct = c + (i0 + i) * ldc + j0 + jr * nr;
                 fn(kc, ap, dir ? a.rs : kc, bbuf + jr * nr * kc, ct, ldc, from_c0 ? c0 + j0 + jr * nr : ct,
@@ -443,12 +498,28 @@ void sgemm_use_kernel(SgemmKernel k) { g_kernel.store(k == SgemmKernel::portable
 const char* sgemm_kernel_name() { return g_kernel.load()->name; }
 
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, int64_t ldc,
-           bool team, const float* c0) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // c = beta · c (and exactly 0 for beta = 0, whatever c held)
+           bool team, const float* c0, const RowSums* rowsums) {
+  if (M <= 0) return;
+  // Row sums: double accumulators for the whole product, stored (or added) as floats at the end.
+  std::vector<double> acc(rowsums ? static_cast<size_t>(2 * M) : 0, 0.0);
+  const RowSumAcc sums{acc.data(), acc.data() + M};
+  auto store_sums = [&] {
+    if (!rowsums) return;
+    for (int64_t i = 0; i < M; ++i)
+      rowsums->out[i] = static_cast<float>(rowsums->accumulate ? rowsums->out[i] + sums.total[i] : sums.total[i]);
+  };
+  if (K <= 0 || N <= 0) {  // c = beta · c (and exactly 0 for beta = 0, whatever c held); sums 0
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j)
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * (c0 ? c0[j] : c[i * ldc + j]);
+    if (K > 0 && rowsums) {  // N = 0: nothing multiplies, but the sums are still asked for
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t p0 = 0; p0 < K; p0 += KC) {
+          const int64_t kc = std::min(KC, K - p0);
+          sums.add(a.p + i * a.rs + p0 * a.cs, 0, a.cs, 1, kc, i, (p0 + kc) % RowSumAcc::kChunk == 0 || p0 + kc == K);
+        }
+    }
+    store_sums();
     return;
   }
   const Kernel* kn = g_kernel.load();
@@ -456,15 +527,16 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
   static thread_local AlignedBuffer bbuf;
   const int64_t kc = std::min(KC, K);
   const int64_t cols = (std::min(NC, N) + kn->nr - 1) / kn->nr * kn->nr;
-  const Product pr{M, N, K, alpha, beta, a, b, c, ldc, c0, kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
+  const Product pr{M,  N,  K, alpha, beta, a, b, c, ldc, c0, rowsums ? &sums : nullptr,
+                   kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
   // Below ~1 MFLOP a team costs more than it saves (results are the same either way).
   const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
-  if (!split) {
-    pr.run(false);
-    return;
-  }
+  if (!split) pr.run(false);
+  else {
 #pragma omp parallel
-  pr.run(true);
+    pr.run(true);
+  }
+  store_sums();
 }
 
 }  // namespace saobp::cpu

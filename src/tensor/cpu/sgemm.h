@@ -20,8 +20,16 @@ struct SView {
 // inside one it runs on the calling thread); team = false always runs on the calling thread.
 // c0 (N values), when given, stands for every row of c in the beta term: c = alpha·a·b + beta·c0
 // (a bias, without filling c with it first; the bits are those of that fill and beta·c).
+// rowsums, when given, also receives the row sums of a, Σ_k a(i, k) (a linear layer's bias
+// gradient, gathered while its output gradient is packed for the weight gradient): out[i] =
+// the sum, or out[i] + the sum when accumulate, summed in double over chunks of 512 k in order,
+// the chunks added in order (reduce_sum_to's order for (R, K) -> (K), so the same bits).
+struct RowSums {
+  float* out;
+  bool accumulate;
+};
 void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, int64_t ldc,
-           bool team, const float* c0 = nullptr);
+           bool team, const float* c0 = nullptr, const RowSums* rowsums = nullptr);
 
 // The micro-kernels. `native` is the widest this build was compiled for (AVX-512, else AVX2+FMA,
 // else portable C++); all of them compute each element as the same chain of fused multiply-adds,

@@ -88,6 +88,17 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 
+// gemm, then reduce_sum_to over op(a)'s columns (the definition; the CPU gathers the sums
+// while packing).
+void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                 bool accumulate) {
+  prepare("gemm_rowsum", c, a, b, sums);
+  const GemmDims g = check_gemm_rowsum(a, ta, b, tb, c, sums);
+  gemm(a, ta, b, tb, c, 1.0, beta);
+  Tensor s = ta ? sums.view({1, g.M}) : sums.view({g.M, 1});
+  reduce_sum_to(ta ? a.view({g.K, g.M}) : a.view({g.M, g.K}), s, 1.0, accumulate);
+}
+
 // The bias copied into every row of c, then cuBLAS with beta = 1 (cublasSgemm has no bias
 // epilogue; on the GPU the copy is a small part of the product).
 void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
