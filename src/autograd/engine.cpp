@@ -28,6 +28,17 @@ Tensor& GradSlots::operator[](size_t i) {
   return v.grad;
 }
 
+bool GradSlots::steal(size_t i, const Tensor& gout) {
+  if (!gout_dead_) return false;
+  VarImpl& v = *inputs_[i];
+  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != v.data.numel() || gout.dtype() != v.data.dtype() ||
+      gout.device() != v.data.device())
+    return false;
+  v.grad = gout.view(v.data.shape());
+  gout_dead_ = false;  // taken: no second input may have it
+  return true;
+}
+
 Tensor& GradSlots::slot(size_t i, bool& fresh) {
   VarImpl& v = *inputs_[i];
   fresh = !v.grad.defined();
@@ -96,7 +107,9 @@ void Var::backward(const Tensor& seed) const {
     if (!node->backward)
       fail("backward", "the graph through '{}' was already freed by an earlier backward()", node->name);
     if (v->grad.defined()) {
-      GradSlots slots(node->inputs);
+      // v's gradient is dropped after its node unless it is the root or retained, so an
+      // input may take it over (GradSlots::steal) instead of copying it.
+      GradSlots slots(node->inputs, !v->retain_grad && v != impl_.get());
       node->backward(v->grad, slots);
     }
     // Release what the node saved and the intermediate gradient.

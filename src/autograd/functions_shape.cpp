@@ -23,7 +23,9 @@ void accumulate_through(const Tensor& g, GradSlots& gin, bool covers_all, ViewFn
 
 Var reshape(const Var& x, const Shape& shape) {
   return make_result(x.data().reshape(shape), "reshape", {x}, [](const Tensor& g, GradSlots& gin) {
-    accumulate_through(g.contiguous(), gin, true, [&](Tensor& t) { return t.view(g.shape()); });
+    if (gin.steal(0, g)) return;
+    // x's gradient is contiguous, so it views in g's shape; g itself may be strided.
+    accumulate_through(g, gin, true, [&](Tensor& t) { return t.view(g.shape()); });
   });
 }
 
@@ -90,6 +92,7 @@ Var concat(const std::vector<Var>& xs, int64_t dim) {
 Var contiguous(const Var& x) {
   if (x.data().is_contiguous()) return x;
   return make_result(x.data().contiguous(), "contiguous", {x}, [](const Tensor& g, GradSlots& gin) {
+    if (gin.steal(0, g)) return;
     bool fresh = false;
     Tensor& gx = gin.slot(0, fresh);
     kern::copy(g, gx, !fresh);

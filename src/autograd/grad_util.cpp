@@ -14,6 +14,7 @@ void accumulate_broadcast(const Tensor& g, Tensor& grad) {
 }
 
 void accumulate_broadcast(const Tensor& g, GradSlots& gin, size_t i) {
+  if (gin.steal(i, g)) return;  // same shape, first gradient of the input: g's buffer itself
   bool fresh = false;
   Tensor& grad = gin.slot(i, fresh);
   if (!fresh) {

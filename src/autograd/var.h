@@ -66,15 +66,25 @@ class Var {
 // whether it wants a gradient and (lazily zero-allocated) the buffer to accumulate into.
 class GradSlots {
  public:
-  explicit GradSlots(const std::vector<std::shared_ptr<VarImpl>>& inputs) : inputs_(inputs) {}
+  // gout_dead: the gradient handed to the backward is released right after it (not the root's,
+  // not a retain_grad variable's), so one input may take its buffer over (steal).
+  explicit GradSlots(const std::vector<std::shared_ptr<VarImpl>>& inputs, bool gout_dead = false)
+      : inputs_(inputs), gout_dead_(gout_dead) {}
   bool needs(size_t i) const { return inputs_[i] && inputs_[i]->requires_grad; }
   Tensor& operator[](size_t i);  // the input's grad, zeros on first use
   // The input's grad for an op that can overwrite instead of accumulate: on first use a new
   // uninitialized buffer with fresh = true, which the caller must then write whole (a GEMM with
   // beta 0, a copy); otherwise the existing grad with fresh = false. Saves the zero fill.
   Tensor& slot(size_t i, bool& fresh);
+  // For an input whose gradient is the output's gradient unchanged (a residual add, a reshape):
+  // when that input has no gradient yet and gout is dead, contiguous, of its numel, dtype and
+  // device, the input takes gout's buffer (viewed in its shape) instead of a copy, and true is
+  // returned. Once per backward call: a second input must not share the buffer (accumulating
+  // into one would change the other). Otherwise false, and the caller copies as before.
+  bool steal(size_t i, const Tensor& gout);
  private:
   const std::vector<std::shared_ptr<VarImpl>>& inputs_;
+  bool gout_dead_ = false;
 };
 
 using BackwardFn = std::function<void(const Tensor& gout, GradSlots& gin)>;

@@ -24,6 +24,30 @@ TEST_CASE("fan-out: a variable used three times accumulates all three gradients"
   CHECK(values(z.grad()) == std::vector<double>{6.0, -18.0, 24.0});
 }
 
+TEST_CASE("a taken-over gradient buffer is never shared by two inputs or kept by its owner", "[autograd]") {
+  // GradSlots::steal: add and reshape hand the output's gradient buffer to one input instead of
+  // copying it. Two inputs of one add must still get separate buffers, the same variable twice
+  // must get the sum, a retained gradient must not be taken, and later accumulation into the
+  // taker must not show through anywhere else.
+  const Tensor at = Tensor::from_vector(std::vector<double>{1.0, -2.0, 3.0, 0.5});
+  const Tensor wt = Tensor::from_vector(std::vector<double>{0.5, 1.5, -1.0, 2.0});
+  Var a(at, true), b(at.clone(), true), w(wt);
+  Var s = add(a, b);
+  s.retain_grad();
+  Var r = reshape(add(s, a), {2, 2});  // a gets gradients from two nodes
+  Var loss = sum(mul(reshape(r, {4}), w));
+  loss.backward();
+  CHECK(values(s.grad()) == values(wt));                    // retained: not taken over
+  CHECK(values(b.grad()) == values(wt));                    // its own buffer ...
+  CHECK(values(a.grad()) == std::vector<double>{1.0, 3.0, -2.0, 4.0});  // ... and a's: w + w
+  CHECK(a.grad().data<double>() != b.grad().data<double>());
+  CHECK(a.grad().data<double>() != s.grad().data<double>());
+
+  Var x(at, true);
+  sum(mul(add(x, x), w)).backward();  // one variable as both inputs: 2w
+  CHECK(values(x.grad()) == std::vector<double>{1.0, 3.0, -2.0, 4.0});
+}
+
 TEST_CASE("a deep chain of 20000 ops runs backward without stack overflow", "[autograd]") {
   const int depth = 20000;
   Var x(Tensor::from_vector(std::vector<double>{1.0, 2.0}), true);
