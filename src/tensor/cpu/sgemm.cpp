@@ -51,7 +51,9 @@ namespace saobp::cpu {
 namespace {
 
 constexpr int64_t KC = 256;   // depth block: fixed, it decides the order of every sum
-constexpr int64_t MCB = 1536;  // rows packed at once (a multiple of every kernel's MR)
+// Rows taken through all depth blocks before the next rows (a multiple of every kernel's MR);
+// all of them when K is one depth block, so that each b panel is packed once.
+constexpr int64_t MCB = 1536;
 constexpr int64_t NC = 512;    // columns packed at once (a multiple of every kernel's NR)
 constexpr int64_t G = 4;       // a slivers packed and multiplied together by one thread
 
@@ -445,8 +447,9 @@ struct Product {
     static thread_local AlignedBuffer own;
     float* abuf = own.ensure(static_cast<size_t>(G * mr * KC));
     const int64_t threads = team ? omp_get_num_threads() : 1;
-    for (int64_t i0 = 0; i0 < M; i0 += MCB) {
-      const int64_t mc = std::min(MCB, M - i0), ms = (mc + mr - 1) / mr;
+    const int64_t mcb = K <= KC ? M : MCB;
+    for (int64_t i0 = 0; i0 < M; i0 += mcb) {
+      const int64_t mc = std::min(mcb, M - i0), ms = (mc + mr - 1) / mr;
       const int64_t direct = in_place ? mc / mr : 0;  // slivers read in place: 0..direct-1
       // Groups of up to G slivers where there is packing to share, while leaving at least 4
       // groups per thread for the dynamic schedule to balance.
