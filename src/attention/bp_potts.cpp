@@ -13,6 +13,10 @@
 //   dP_ik = dF_ik · (-c) / (1 - c P_ik),   ∂L/∂c += dF_ik · (-P_ik) / (1 - c P_ik)
 // and dP becomes the dB of the previous step; after the first step dA goes through the softmax
 // backward of A into ds.
+// The log and softmax loops here are compute-bound: 512-bit vectors where the target has them,
+// as in src/tensor/cpu/nn.cpp (-march=native tunes for 256); the width changes no element's
+// operations, so the results do not change.
+#pragma GCC target("prefer-vector-width=512")
 #include <algorithm>
 
 #include "attention/tile.h"
