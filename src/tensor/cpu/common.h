@@ -37,7 +37,10 @@ void dispatch_any(DType t, const char* op, F&& f) {
   }
 }
 
-// f(begin, end) over [0, n) in chunks of `grain`; chunk c always covers the same range.
+// f(begin, end) over [0, n) in chunks of `grain`; chunk c always covers the same range, so no
+// result depends on which thread runs it. The chunks are handed out dynamically: on a shared
+// (virtual) machine one core is often slowed for a while, and a static split would make every
+// op wait for it.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   grain = std::max<int64_t>(grain, 1);
@@ -46,7 +49,7 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     if (n > 0) f(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
   for (int64_t c = 0; c < chunks; ++c) f(c * grain, std::min(n, (c + 1) * grain));
 }
 

@@ -103,7 +103,7 @@ void gemm_f32(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
   };
   const int64_t nt = omp_get_max_threads();
   if (g.Bc > 1 && nt > 1 && (g.Bc % nt == 0 || g.Bc >= 4 * nt)) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
     for (int64_t bi = 0; bi < g.Bc; ++bi) item(bi, false);
   } else {
     for (int64_t bi = 0; bi < g.Bc; ++bi) item(bi, true);
