@@ -28,22 +28,26 @@ GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
   return d;
 }
 
-GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c) {
+namespace {
+// One product (Bc = 1) and a contiguous vector `vec` of c's dtype with n(d) values.
+template <class Len>
+GemmDims check_gemm_vector(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                           const Tensor& vec, const char* what, Len n) {
   const GemmDims d = check_gemm(a, ta, b, tb, c);
-  if (d.Bc != 1) fail("gemm_bias", "one product only, got c {}", c.str());
-  check_shape(bias, {d.N}, "gemm_bias", "bias");
-  check_dtype(bias, c.dtype(), "gemm_bias", "bias");
-  require_contiguous("gemm_bias", bias, "bias");
+  if (d.Bc != 1) fail(op, "one product only, got c {}", c.str());
+  check_shape(vec, {n(d)}, op, what);
+  check_dtype(vec, c.dtype(), op, what);
+  require_contiguous(op, vec, what);
   return d;
+}
+}  // namespace
+
+GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c) {
+  return check_gemm_vector("gemm_bias", a, ta, b, tb, c, bias, "bias", [](const GemmDims& d) { return d.N; });
 }
 
 GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor& sums) {
-  const GemmDims d = check_gemm(a, ta, b, tb, c);
-  if (d.Bc != 1) fail("gemm_rowsum", "one product only, got c {}", c.str());
-  check_shape(sums, {d.M}, "gemm_rowsum", "sums");
-  check_dtype(sums, c.dtype(), "gemm_rowsum", "sums");
-  require_contiguous("gemm_rowsum", sums, "sums");
-  return d;
+  return check_gemm_vector("gemm_rowsum", a, ta, b, tb, c, sums, "sums", [](const GemmDims& d) { return d.M; });
 }
 
 bool is_potts(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }

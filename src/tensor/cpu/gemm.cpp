@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include <type_traits>
+#include <utility>
 
 #include "tensor/checks.h"
 #include "tensor/cpu/common.h"
@@ -119,6 +120,15 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double 
   });
 }
 
+namespace {
+// op(a) and op(b) of a one-item f32 product as sgemm's views.
+std::pair<SView, SView> f32_views(const Tensor& a, bool ta, const Tensor& b, bool tb, const GemmDims& g) {
+  const float* A = a.data<float>();
+  const float* B = b.data<float>();
+  return {ta ? SView{A, 1, g.M} : SView{A, g.K, 1}, tb ? SView{B, 1, g.K} : SView{B, g.N, 1}};
+}
+}  // namespace
+
 // f32: sgemm gathers the row sums from the a slivers it packs anyway (no second pass over a:
 // the output gradient, 4096 × 1024 floats for BERT-Mini's FFN). f64: gemm, then reduce_sum_to
 // over op(a)'s columns, which is the definition.
@@ -126,10 +136,7 @@ void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
                  bool accumulate) {
   const GemmDims g = check_gemm_rowsum(a, ta, b, tb, c, sums);
   if (c.dtype() == DType::f32) {
-    const float* A = a.data<float>();
-    const float* B = b.data<float>();
-    const SView av = ta ? SView{A, 1, g.M} : SView{A, g.K, 1};
-    const SView bv = tb ? SView{B, 1, g.K} : SView{B, g.N, 1};
+    const auto [av, bv] = f32_views(a, ta, b, tb, g);
     const RowSums rs{sums.data<float>(), accumulate};
     sgemm(g.M, g.N, g.K, 1.0f, av, bv, static_cast<float>(beta), c.data<float>(), g.N, true, nullptr, &rs);
     return;
@@ -145,10 +152,7 @@ void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
 void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
   const GemmDims g = check_gemm_bias(a, ta, b, tb, bias, c);
   if (c.dtype() == DType::f32) {
-    const float* A = a.data<float>();
-    const float* B = b.data<float>();
-    const SView av = ta ? SView{A, 1, g.M} : SView{A, g.K, 1};
-    const SView bv = tb ? SView{B, 1, g.K} : SView{B, g.N, 1};
+    const auto [av, bv] = f32_views(a, ta, b, tb, g);
     sgemm(g.M, g.N, g.K, 1.0f, av, bv, 1.0f, c.data<float>(), g.N, true, bias.data<float>());
     return;
   }
