@@ -86,15 +86,23 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
     softmax_tile_backward(m, B, db, dL);
     for (int64_t i = 0; i < nn; ++i) ds[i] += dL[i];  // L = s + G: s gets dL directly
     // Row i of dF, then the chain through F = log(1 - c P).
+    // The ∂L/∂c terms go through a row buffer first (one vector loop with dP); lane_sum over a
+    // plain buffer vectorizes its adds, over the expression GCC kept its 16 lanes scalar.
+    T* term = w.row.data();
     auto chain_row = [&](int64_t i, auto dF) {
-      T* dPi = dP + i * n;
-      const T* Pi = P + i * n;
+      T* __restrict dPi = dP + i * n;
+      T* __restrict tk = term;
+      const T* __restrict Pi = P + i * n;
       if (!m.sender(i)) {
         std::fill(dPi, dPi + n, T(0));
         return;
       }
-      for (int64_t k = 0; k < n; ++k) dPi[k] = dF(k) * -cc / (T(1) - cc * Pi[k]);
-      dc += lane_sum(n, [&](int64_t k) { return dF(k) * -Pi[k] / (T(1) - cc * Pi[k]); });
+      for (int64_t k = 0; k < n; ++k) {
+        const T f = dF(k), den = T(1) - cc * Pi[k];
+        dPi[k] = f * -cc / den;
+        tk[k] = f * -Pi[k] / den;
+      }
+      dc += lane_sum(n, [&](int64_t k) { return tk[k]; });
     };
     std::fill(acc, acc + n, 0.0);
     if (!m.causal) {

@@ -55,10 +55,12 @@ void softmax_tile_backward(const TileMask& m, const T* y, const T* gy, T* gs) {
 template <class T>
 struct Scratch {
   std::vector<T> a, b, c, d, e;
+  std::vector<T> row;  // (T)
   std::vector<double> acc;
   void ensure(int64_t T2, int64_t T1) {
     for (auto* v : {&a, &b, &c, &d, &e})
       if (static_cast<int64_t>(v->size()) < T2) v->resize(static_cast<size_t>(T2));
+    if (static_cast<int64_t>(row.size()) < T1) row.resize(static_cast<size_t>(T1));
     if (static_cast<int64_t>(acc.size()) < T1) acc.resize(static_cast<size_t>(T1));
   }
 };
