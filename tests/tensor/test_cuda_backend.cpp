@@ -219,7 +219,7 @@ TEST_CASE("cuda gemm: transposes, batch broadcasting, alpha/beta", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda gemm_bias matches the CPU's", "[cuda]") {
+TEST_CASE("cuda gemm_bias and gemm_rowsum match the CPU's", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");
     return;
@@ -236,13 +236,6 @@ TEST_CASE("cuda gemm_bias matches the CPU's", "[cuda]") {
         kern::gemm_bias(gpu(a), ta, gpu(b), tb, gpu(bias), c_g);
         CHECK_CLOSE(c_c, c_g, dt);
       }
-}
-
-TEST_CASE("cuda gemm_rowsum matches the CPU's", "[cuda]") {
-  if (!saobp::cuda::available()) {
-    WARN("no GPU: skipped");
-    return;
-  }
   for (DType dt : kFloating)
     for (bool ta : {false, true})
       for (bool accumulate : {false, true}) {

@@ -202,6 +202,7 @@ constexpr Kernel kNative{MR_P, NR_P, kernel_portable<false>, kernel_portable<tru
 #endif
 constexpr Kernel kPortable{MR_P, NR_P, kernel_portable<false>, kernel_portable<true>, "portable 4x16"};
 static_assert(MCB % kNative.mr == 0 && MCB % MR_P == 0 && NC % kNative.nr == 0 && NC % NR_P == 0);
+static_assert(kNative.mr <= 16 && MR_P <= 16);  // RowSumAcc::add_rows<16> holds a sliver
 
 std::atomic<const Kernel*> g_kernel{&kNative};
 
@@ -377,40 +378,24 @@ struct RowSumAcc {
   double* chunk;
   double* total;
 
-  // rows × kc values of a sliver (a(r, k) at ap[r·rs + k·ks]) of the rows from i; `close`: the
-  // depth block ends a chunk.
-  // The rows are independent add chains, interleaved (k outer) so they overlap; a full k-major
-  // sliver (the weight-gradient case: a is the transposed output gradient) with the row count
-  // known at compile time, so that the rows become vector lanes.
+  // rows (<= every kernel's MR) × kc values of a sliver (a(r, k) at ap[r·rs + k·ks]) of the
+  // rows from i; `close`: the depth block ends a chunk. The rows are independent add chains,
+  // interleaved (k outer) so they overlap; a full k-major sliver (the weight-gradient case: a
+  // is the transposed output gradient) gets its row count at compile time, so that the rows
+  // become vector lanes.
   void add(const float* ap, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t i, bool close) const {
-    if (rs == 1) {
-      switch (rows) {
-        case 12: return add_kmajor<12>(ap, ks, kc, i, close);
-        case 6: return add_kmajor<6>(ap, ks, kc, i, close);
-        case 4: return add_kmajor<4>(ap, ks, kc, i, close);
-        default: break;
-      }
-    }
-    constexpr int64_t R = 16;  // >= every kernel's MR
-    double s[R];
-    for (int64_t r0 = 0; r0 < rows; r0 += R) {
-      const int64_t n = std::min(R, rows - r0);
-      for (int64_t r = 0; r < n; ++r) s[r] = chunk[i + r0 + r];
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < n; ++r) s[r] += ap[(r0 + r) * rs + k * ks];
-      for (int64_t r = 0; r < n; ++r) {
-        chunk[i + r0 + r] = close ? 0.0 : s[r];
-        if (close) total[i + r0 + r] += s[r];
-      }
-    }
+    if (rs == 1 && rows == 12) return add_rows<12>(ap, 1, ks, 12, kc, i, close);
+    if (rs == 1 && rows == 6) return add_rows<6>(ap, 1, ks, 6, kc, i, close);
+    if (rs == 1 && rows == 4) return add_rows<4>(ap, 1, ks, 4, kc, i, close);
+    add_rows<16>(ap, rs, ks, rows, kc, i, close);
   }
-  template <int64_t ROWS>
-  void add_kmajor(const float* ap, int64_t ks, int64_t kc, int64_t i, bool close) const {
-    double s[ROWS];
-    for (int64_t r = 0; r < ROWS; ++r) s[r] = chunk[i + r];
+  template <int64_t R>
+  void add_rows(const float* ap, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t i, bool close) const {
+    double s[R];
+    for (int64_t r = 0; r < rows; ++r) s[r] = chunk[i + r];
     for (int64_t k = 0; k < kc; ++k)
-      for (int64_t r = 0; r < ROWS; ++r) s[r] += ap[k * ks + r];
-    for (int64_t r = 0; r < ROWS; ++r) {
+      for (int64_t r = 0; r < rows; ++r) s[r] += ap[r * rs + k * ks];
+    for (int64_t r = 0; r < rows; ++r) {
       chunk[i + r] = close ? 0.0 : s[r];
       if (close) total[i + r] += s[r];
     }
