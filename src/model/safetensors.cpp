@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -75,13 +76,33 @@ void append_contiguous(std::string& out, const Tensor& t) {
   }
 }
 
+// A tensor stored in half precision and widened to f32 on reading (load_safetensors_widened).
+enum class Half : uint8_t { none, f16, bf16 };
+
 struct Entry {
   std::string name;
-  DType dtype;
+  DType dtype;  // in memory (f32 for a widened half tensor)
   Shape shape;
   uint64_t begin, end;
   size_t order;  // position in the header, to keep zero-size ties stable
+  Half half = Half::none;
 };
+
+// IEEE binary16 -> binary32, exactly (every f16 value, subnormals, ±inf and NaN payloads).
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man * 2^-24, exact in f32
+    const float v = std::ldexp(static_cast<float>(man), -24);
+    return std::bit_cast<float>(sign | std::bit_cast<uint32_t>(v));
+  }
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));  // inf, NaN
+  // Normal: the exponent rebiased from 15 to 127.
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+// bfloat16 is the top half of a binary32.
+float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 // Parses the header, remembering the first duplicate key (nlohmann keeps the last silently).
 ojson parse_header(const std::string& path, std::string_view text) {
@@ -117,7 +138,7 @@ ojson parse_header(const std::string& path, std::string_view text) {
 }
 
 Entry parse_entry(const std::string& path, const std::string& name, const ojson& e, size_t order,
-                  uint64_t buffer_size) {
+                  uint64_t buffer_size, bool widen) {
   if (!e.is_object()) bad(path, kMalformed, "tensor '{}': entry is not a JSON object", name);
   for (const char* k : {"dtype", "shape", "data_offsets"})
     if (!e.contains(k)) bad(path, kMalformed, "tensor '{}': entry has no \"{}\"", name, k);
@@ -125,9 +146,18 @@ Entry parse_entry(const std::string& path, const std::string& name, const ojson&
 
   const ojson& dt = e["dtype"];
   if (!dt.is_string()) bad(path, kMalformed, "tensor '{}': \"dtype\" is not a string", name);
-  if (!dtype_from_name(dt.get<std::string>(), out.dtype))
-    bad(path, "convert the checkpoint to F32, F64, I32, U8 or BF16 and re-save it",
+  size_t elem = 0;  // bytes per element in the file
+  if (widen && dt.get<std::string>() == "F16") {
+    out.dtype = DType::f32, out.half = Half::f16, elem = 2;
+  } else if (dtype_from_name(dt.get<std::string>(), out.dtype)) {
+    elem = dtype_size(out.dtype);
+    if (widen && out.dtype == DType::bf16) out.dtype = DType::f32, out.half = Half::bf16;
+  } else {
+    bad(path,
+        widen ? "convert the checkpoint to F32, F64, F16, BF16, I32 or U8 and re-save it"
+              : "convert the checkpoint to F32, F64, I32, U8 or BF16 and re-save it",
         "tensor '{}': unsupported dtype \"{}\"", name, dt.get<std::string>());
+  }
 
   const ojson& sh = e["shape"];
   if (!sh.is_array()) bad(path, kMalformed, "tensor '{}': \"shape\" is not an array", name);
@@ -158,7 +188,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const ojson&
     bad(path, kTruncated, "tensor '{}': data_offsets [{}, {}] end beyond the {}-byte data buffer", name,
         out.begin, out.end, buffer_size);
   uint64_t nbytes = 0;
-  overflow = overflow || __builtin_mul_overflow(numel, dtype_size(out.dtype), &nbytes);
+  overflow = overflow || __builtin_mul_overflow(numel, elem, &nbytes);
   if (overflow || nbytes != out.end - out.begin)
     bad(path, kMalformed, "tensor '{}': data_offsets [{}, {}] span {} bytes but {} {} needs {}", name,
         out.begin, out.end, out.end - out.begin, dt.get<std::string>(), shape_str(out.shape),
@@ -233,7 +263,9 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
 
 // ---------------------------------------------------------------- load
 
-SafetensorsFile load_safetensors(const std::string& path) {
+namespace {
+
+SafetensorsFile load(const std::string& path, bool widen) {
   const std::string bytes = read_file(path);
   const uint64_t size = bytes.size();
   if (size < 8) bad(path, kTruncated, "file is {} bytes, shorter than the 8-byte header length", size);
@@ -260,7 +292,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
-    entries.push_back(parse_entry(path, name, e, entries.size(), buffer_size));
+    entries.push_back(parse_entry(path, name, e, entries.size(), buffer_size, widen));
   }
 
   // The tensors must tile the buffer exactly, as in the reference implementation.
@@ -287,11 +319,27 @@ SafetensorsFile load_safetensors(const std::string& path) {
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) std::memcpy(t.raw(), buffer + e.begin, e.end - e.begin);
+    if (e.half == Half::none) {
+      if (e.end > e.begin) std::memcpy(t.raw(), buffer + e.begin, e.end - e.begin);
+    } else {
+      float* dst = static_cast<float*>(t.raw());
+      const int64_t n = t.numel();
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, buffer + e.begin + 2 * static_cast<uint64_t>(i), 2);  // little-endian host
+        dst[i] = e.half == Half::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+    }
     out.tensors.push_back({e.name, std::move(t)});
   }
   return out;
 }
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) { return load(path, false); }
+
+SafetensorsFile load_safetensors_widened(const std::string& path) { return load(path, true); }
 
 const Tensor& SafetensorsFile::get(const std::string& name) const {
   for (const NamedTensor& nt : tensors)

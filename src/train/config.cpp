@@ -240,6 +240,9 @@ const std::vector<Field>& schema() {
       field("train", "eps", &R::train, &T::eps),
       field("train", "grad_clip", &R::train, &T::grad_clip),
       field("train", "grad_accum", &R::train, &T::grad_accum),
+      field("train", "epochs", &R::train, &T::epochs),
+      field("train", "warmup_ratio", &R::train, &T::warmup_ratio),
+      field("train", "eval_each_epoch", &R::train, &T::eval_each_epoch),
       field("train", "eval_every", &R::train, &T::eval_every),
       field("train", "eval_batches", &R::train, &T::eval_batches),
       field("train", "log_every", &R::train, &T::log_every),
@@ -255,6 +258,14 @@ const std::vector<Field>& schema() {
       field("data", "task", &R::data, &D::task),
       field("data", "valid_fraction", &R::data, &D::valid_fraction),
       field("data", "eval_lengths", &R::data, &D::eval_lengths),
+      field("data", "skip_bad_rows", &R::data, &D::skip_bad_rows),
+      field("data", "max_examples", &R::data, &D::max_examples),
+      field("data", "doc_stride", &R::data, &D::doc_stride),
+      field("data", "max_query_length", &R::data, &D::max_query_length),
+      field("data", "max_answer_length", &R::data, &D::max_answer_length),
+      field("data", "n_best", &R::data, &D::n_best),
+      field("data", "window_stride", &R::data, &D::window_stride),
+      field("data", "zero_shot", &R::data, &D::zero_shot),
   };
   return f;
 }
@@ -363,8 +374,14 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.seq_len > 0, "train.seq_len", "must be > 0, got {}", t.seq_len);
   CFG_CHECK(m.positions != "learned" || t.seq_len <= m.max_positions, "train.seq_len",
             "{} exceeds model.max_positions = {}", t.seq_len, m.max_positions);
+  CFG_CHECK(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps steps), got {}", t.epochs);
+  CFG_CHECK(t.warmup_ratio >= 0 && t.warmup_ratio < 1, "train.warmup_ratio", "must be in [0, 1), got {}",
+            t.warmup_ratio);
   try {
-    validate_schedule(schedule_of(c));
+    // With train.epochs the step count comes from the data (resolve_epochs); check the rest.
+    Schedule s = schedule_of(c);
+    if (t.epochs > 0) s.warmup_steps = 0, s.max_steps = 1;
+    validate_schedule(s);
   } catch (const Error& e) {  // "[schedule] train.max_steps ...": prefix the key's origin
     std::string msg = e.what();
     msg = msg.substr(msg.find("] ") + 2);
@@ -386,9 +403,19 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.threads >= 0, "train.threads", "must be >= 0 (0 = OpenMP's default), got {}", t.threads);
 
   const DataSection& d = c.data;
-  enum_check("data.kind", d.kind, {"synthetic", "text", "fortune", "wikitext", "jsonl", "task"});
+  enum_check("data.kind", d.kind, {"synthetic", "text", "fortune", "wikitext", "jsonl", "task", "benchmark"});
   CFG_CHECK(d.kind == "synthetic" || d.kind == "task" || !d.path.empty(), "data.path",
             "must name a corpus file or folder when data.kind = \"{}\"", d.kind);
+  CFG_CHECK(d.kind != "benchmark" || !d.task.empty(), "data.task",
+            "must name a benchmark (glue/sst2, squad/v1.1, ...) when data.kind = \"benchmark\"");
+  CFG_CHECK(d.max_examples >= 0, "data.max_examples", "must be >= 0 (0 = all), got {}", d.max_examples);
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"data.doc_stride", d.doc_stride},
+                        {"data.max_query_length", d.max_query_length},
+                        {"data.max_answer_length", d.max_answer_length},
+                        {"data.n_best", d.n_best}})
+    CFG_CHECK(v > 0, key, "must be > 0, got {}", v);
+  CFG_CHECK(d.window_stride >= 0, "data.window_stride", "must be >= 0 (0 = train.seq_len / 2), got {}",
+            d.window_stride);
   CFG_CHECK(!d.eval_lengths.empty() &&
                 std::all_of(d.eval_lengths.begin(), d.eval_lengths.end(), [](int64_t v) { return v >= 2; }),
             "data.eval_lengths", "must be a non-empty array of lengths >= 2");
@@ -411,6 +438,10 @@ std::vector<std::string> config_keys(const std::string& section) {
   return keys;
 }
 
+namespace {
+RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides);
+}  // namespace
+
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table doc;
   if (!path.empty()) {
@@ -423,7 +454,23 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
       fail("config", "{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description());
     }
   }
+  return resolve(std::move(doc), path, overrides);
+}
 
+RunConfig load_config_text(const std::string& text, const std::string& name,
+                           const std::vector<std::string>& overrides) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    fail("config", "{}:{}:{}: TOML syntax error: {}", name, b.line, b.column, e.description());
+  }
+  return resolve(std::move(doc), name, overrides);
+}
+
+namespace {
+RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides) {
   Origins origins;
   // Keys given in the file: where each came from.
   for (auto&& [sec, node] : doc) {
@@ -500,6 +547,7 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
   check(cfg, origins);
   return cfg;
 }
+}  // namespace
 
 void validate_config(const RunConfig& cfg) { check(cfg, {}); }
 
@@ -565,6 +613,20 @@ DecoderConfig decoder_config(const RunConfig& cfg) {
   d.rope_base = m.rope_base;
   d.validate();
   return d;
+}
+
+RunConfig resolve_epochs(const RunConfig& cfg, int64_t batches_per_epoch) {
+  RunConfig r = cfg;
+  if (cfg.train.epochs <= 0) return r;
+  if (batches_per_epoch <= 0)
+    fail("config", "train.epochs = {}: this task has no finite training set; use train.max_steps", cfg.train.epochs);
+  const int64_t accum = cfg.train.grad_accum;
+  r.train.max_steps = (cfg.train.epochs * batches_per_epoch + accum - 1) / accum;
+  if (cfg.train.warmup_ratio > 0)
+    r.train.warmup_steps = static_cast<int64_t>(std::ceil(cfg.train.warmup_ratio * static_cast<double>(r.train.max_steps)));
+  if (r.train.warmup_steps >= r.train.max_steps) r.train.warmup_steps = r.train.max_steps - 1;
+  validate_schedule(schedule_of(r));
+  return r;
 }
 
 Schedule schedule_of(const RunConfig& cfg) {

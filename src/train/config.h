@@ -54,6 +54,12 @@ struct TrainSection {
   int64_t warmup_steps = 3000, max_steps = 60000;
   double weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, grad_clip = 1.0;  // clip 0: off
   int grad_accum = 1;
+  // Fine-tuning: train.epochs > 0 trains that many passes over the task's training split
+  // (max_steps is then derived: ceil(epochs · batches per epoch / grad_accum)); warmup_ratio > 0
+  // sets warmup_steps to ceil(ratio · steps); eval_each_epoch evaluates after every epoch.
+  int64_t epochs = 0;
+  double warmup_ratio = 0;
+  bool eval_each_epoch = false;
   int64_t eval_every = 1000, eval_batches = 50, log_every = 100, save_every = 5000;  // 0: never
   std::string run_dir = "runs/<name>";
   int threads = 0;  // 0: OpenMP's default
@@ -73,6 +79,16 @@ struct DataSection {
   std::string task;  // a long-range task name (kind = "task")
   double valid_fraction = 0.01;
   std::vector<int64_t> eval_lengths = {16, 32, 64, 128, 256, 512};  // tasks: accuracy per length
+  // Benchmarks (kind = "benchmark", data.task a benchmark name, data.path its folder; see
+  // docs/finetune.md): skip and count malformed rows instead of failing; use at most
+  // max_examples examples of each split (0 = all); SQuAD's document stride, question and answer
+  // lengths and n-best size; WikiText's sliding-window stride (0 = half of train.seq_len);
+  // zero_shot: score the candidates by the LM's log-likelihood (decoders), no training.
+  bool skip_bad_rows = false;
+  int64_t max_examples = 0;
+  int64_t doc_stride = 128, max_query_length = 64, max_answer_length = 30, n_best = 20;
+  int64_t window_stride = 0;
+  bool zero_shot = false;
   bool operator==(const DataSection&) const = default;
 };
 
@@ -87,6 +103,10 @@ struct RunConfig {
 // ("section.key=value", the value parsed as TOML; text that is not a TOML value, or any value of
 // a string key that is not a TOML string, is taken as the raw string), resolves and checks it.
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// load_config on TOML text; `name` stands for the file in messages and "<name>" (its stem).
+RunConfig load_config_text(const std::string& text, const std::string& name,
+                           const std::vector<std::string>& overrides = {});
 
 // The semantic checks of load_config on an already resolved config (throws naming the key).
 void validate_config(const RunConfig& cfg);
@@ -105,6 +125,10 @@ EncoderConfig encoder_config(const RunConfig& cfg);
 DecoderConfig decoder_config(const RunConfig& cfg);
 AttentionSpec attention_spec(const RunConfig& cfg);
 Schedule schedule_of(const RunConfig& cfg);
+// cfg with train.epochs turned into steps for a task of `batches_per_epoch` training batches:
+// max_steps = ceil(epochs · batches / grad_accum), warmup_steps = ceil(warmup_ratio · max_steps)
+// when warmup_ratio > 0 (and below max_steps). Unchanged when train.epochs is 0.
+RunConfig resolve_epochs(const RunConfig& cfg, int64_t batches_per_epoch);
 AdamWConfig adamw_config(const RunConfig& cfg);
 
 }  // namespace saobp

@@ -84,6 +84,7 @@ std::unique_ptr<Task> make_task(const RunConfig& cfg) {
   if (Device::parse(cfg.train.device) != Device::cpu())
     fail("train", "train.device '{}': the trainer runs on the CPU in this build", cfg.train.device);
   if (cfg.data.kind == "task") return make_cls_task(cfg);
+  if (cfg.data.kind == "benchmark") return make_finetune_task(cfg);
   if (cfg.model.family == "bert") return make_mlm_task(cfg);
   if (cfg.model.family == "gpt2") return make_clm_task(cfg);
   fail("train", "model.family '{}' is not bert or gpt2", cfg.model.family);

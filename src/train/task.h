@@ -21,6 +21,9 @@ namespace saobp {
 struct EvalResult {
   double loss = 0, accuracy = 0, perplexity = 0;
   int64_t predictions = 0;
+  // A benchmark task's official metrics, per evaluated split ({"dev": {"accuracy": ...}});
+  // null for the pretraining objectives.
+  nlohmann::json metrics;
 };
 
 class Task {
@@ -62,6 +65,11 @@ class Task {
     return nullptr;
   }
   virtual nlohmann::json hf_config() const = 0;
+  // Batches in one pass over a finite training set (train.epochs); 0: an endless stream.
+  virtual int64_t train_batches_per_epoch() const { return 0; }
+  // Name prefixes of the tensors a pretrained body lacks (a task head): --init initializes
+  // them instead of requiring them (finetune/pretrained.h).
+  virtual std::vector<std::string> head_prefixes() const { return {}; }
   // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
   virtual const Tokenizer* tokenizer() const { return nullptr; }
 };
@@ -75,6 +83,8 @@ std::unique_ptr<Task> make_mlm_task(const RunConfig& cfg);
 std::unique_ptr<Task> make_clm_task(const RunConfig& cfg);
 // data.kind "task": data.task (data/tasks.h) with a sequence-classification head (cls_task.cpp).
 std::unique_ptr<Task> make_cls_task(const RunConfig& cfg);
+// data.kind "benchmark": a downstream benchmark with its head (src/finetune/).
+std::unique_ptr<Task> make_finetune_task(const RunConfig& cfg);
 
 // Shared by the tasks: accumulates the cross-entropy and argmax accuracy of (N,V) logits
 // against N targets; finish turns the sums into an EvalResult.

@@ -17,6 +17,8 @@
 #include "autograd/ops.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
+#include "finetune/pretrained.h"
+#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
 #include "train/task.h"
@@ -67,16 +69,32 @@ std::string progress_bar(int64_t done, int64_t total, double secs_per_step) {
 
 }  // namespace
 
-TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
-  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
+  if (given.train.threads > 0) omp_set_num_threads(given.train.threads);
+  const std::unique_ptr<Task> task = make_task(given);
+  // train.epochs becomes a step count once the task knows its training set; the config as
+  // given (epochs, not steps) is what checkpoints hold and the hash covers.
+  const int64_t batches_per_epoch = task->train_batches_per_epoch();
+  const RunConfig cfg = resolve_epochs(given, batches_per_epoch);
   const TrainSection& tc = cfg.train;
-  const std::unique_ptr<Task> task = make_task(cfg);
   ParamStore& params = task->params();
   AdamW adam(params.all(), adamw_config(cfg));
   const Schedule sched = schedule_of(cfg);
-  const uint64_t hash = config_hash(cfg);
+  const uint64_t hash = config_hash(given);
   TrainerState state{0, 0, hash, tc.seed};
-  if (!opt.init_dir.empty()) load_weights(opt.init_dir, params);
+  const bool tty = opt.progress && ::isatty(1);
+  auto say = [&](const std::string& line) {
+    if (opt.quiet) return;
+    fmt::print("{}{}\n", tty ? "\r" : "", line);
+  };
+  TrainSummary out;
+  fs::create_directories(tc.run_dir);
+  if (!opt.init_dir.empty()) {
+    const InitReport report = init_from_pretrained(opt.init_dir, params, task->head_prefixes());
+    out.init_report = report.to_json();
+    write_file_atomic((fs::path(tc.run_dir) / "init_report.json").string(), out.init_report.dump(2) + "\n");
+    say(report.summary());
+  }
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam);
@@ -84,23 +102,25 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
       fail("train", "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x}); "
            "use --init to start a new run from its weights", opt.resume_dir, state.config_hash, hash);
   }
-  fs::create_directories(tc.run_dir);
+  if (given.train.epochs > 0)
+    say(fmt::format("{} epochs of {} batches: {} steps, {} of warmup", given.train.epochs, batches_per_epoch,
+                    tc.max_steps, tc.warmup_steps));
   std::ofstream metrics(fs::path(tc.run_dir) / "metrics.jsonl", opt.resume_dir.empty() ? std::ios::trunc : std::ios::app);
   if (!metrics) fail("train", "cannot write {}/metrics.jsonl", tc.run_dir);
-  const bool tty = opt.progress && ::isatty(1);
-  auto say = [&](const std::string& line) {
-    if (opt.quiet) return;
-    fmt::print("{}{}\n", tty ? "\r" : "", line);
-  };
   std::string last_good = opt.resume_dir.empty() ? "none" : opt.resume_dir;
   auto save = [&](const std::string& name) {
     const std::string dir = (fs::path(tc.run_dir) / name).string();
-    save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(cfg), task->tokenizer()});
+    save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(given), task->tokenizer()});
     last_good = dir;
     return dir;
   };
+  // The epoch that ends with update `step` (ceil(e · batches / grad_accum) == step), or 0.
+  auto epoch_ending_at = [&](int64_t step) -> int64_t {
+    if (!tc.eval_each_epoch || batches_per_epoch <= 0) return 0;
+    const int64_t e = step * tc.grad_accum / batches_per_epoch;
+    return e >= 1 && (e * batches_per_epoch + tc.grad_accum - 1) / tc.grad_accum == step ? e : 0;
+  };
 
-  TrainSummary out;
   const int64_t tokens_per_step = tc.batch_size * tc.seq_len * tc.grad_accum;
   double avg_secs = 0;
   while (state.step < tc.max_steps) {
@@ -150,22 +170,26 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
       metrics << line.dump() << '\n';
       metrics.flush();
     }
-    if (tc.eval_every > 0 && state.step % tc.eval_every == 0) {
+    const int64_t epoch = epoch_ending_at(state.step);
+    if ((tc.eval_every > 0 && state.step % tc.eval_every == 0) || epoch > 0) {
       const EvalResult e = task->evaluate();
       const ProbeDiagnostics d = probe_diagnostics(*task, cfg);
-      say(fmt::format("eval at step {}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f} | GTD per layer {:.3f}",
-                      state.step, e.loss, e.accuracy, e.perplexity, fmt::join(d.gtd, " ")));
-      metrics << nlohmann::json{{"step", state.step},
-                                {"eval_loss", e.loss},
-                                {"eval_accuracy", e.accuracy},
-                                {"eval_perplexity", e.perplexity},
-                                {"eval_entropy", d.entropy},
-                                {"eval_gtd", d.gtd},
-                                {"eval_indirect_entropy", d.indirect_entropy},
-                                {"eval_entropy_softmax", d.entropy_softmax},
-                                {"eval_gtd_softmax", d.gtd_softmax}}
-                     .dump()
-              << '\n';
+      say(fmt::format("eval at step {}{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f} | GTD per layer {:.3f}{}",
+                      state.step, epoch > 0 ? fmt::format(" (epoch {})", epoch) : "", e.loss, e.accuracy,
+                      e.perplexity, fmt::join(d.gtd, " "), e.metrics.is_null() ? "" : " | " + e.metrics.dump()));
+      nlohmann::json line = {{"step", state.step},
+                             {"eval_loss", e.loss},
+                             {"eval_accuracy", e.accuracy},
+                             {"eval_perplexity", e.perplexity},
+                             {"eval_entropy", d.entropy},
+                             {"eval_gtd", d.gtd},
+                             {"eval_indirect_entropy", d.indirect_entropy},
+                             {"eval_entropy_softmax", d.entropy_softmax},
+                             {"eval_gtd_softmax", d.gtd_softmax}};
+      if (epoch > 0) line["epoch"] = epoch;
+      if (!e.metrics.is_null()) line["eval_metrics"] = e.metrics;
+      out.evals.push_back(line);
+      metrics << line.dump() << '\n';
       metrics.flush();
     }
     if (tc.save_every > 0 && state.step % tc.save_every == 0 && state.step < tc.max_steps)
@@ -176,7 +200,7 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt) {
   out.steps = state.step;
   out.final_checkpoint = save("final");
   say(fmt::format("saved {}", out.final_checkpoint));
-  task->final_evaluation(out.final_checkpoint, !opt.quiet);
+  out.final_eval = task->final_evaluation(out.final_checkpoint, !opt.quiet);
   return out;
 }
 

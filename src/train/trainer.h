@@ -7,6 +7,7 @@
 // pure functions of the saved (step, data_position), so nothing else needs saving.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "train/config.h"
@@ -26,6 +27,9 @@ struct TrainSummary {
   double last_loss = 0;
   std::vector<double> losses;  // the training loss of every step this run took
   std::string final_checkpoint;
+  nlohmann::json init_report;        // --init: what was loaded, initialized and left unused
+  std::vector<nlohmann::json> evals; // every evaluation's metrics.jsonl line, in order
+  nlohmann::json final_eval;         // the task's final evaluation (null when it has none)
 };
 
 TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);

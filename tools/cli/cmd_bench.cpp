@@ -1,17 +1,41 @@
-// `saobp bench CONFIG [section.key=value ...]`: throughput of the training step of the model a
-// run config describes, timed exactly as src/train/trainer.cpp runs it (forward, loss, backward
-// per micro-batch, clip_grad_norm, AdamW step, zero_grad) on the trainer's own synthetic batches
-// (data/synthetic.h) of the config's vocabulary, batch size and sequence length. Warm-up steps,
-// then the median (and min/max) of the timed steps; tokens/s and the model's GFLOP/s under the
-// FLOP count printed term by term. tools/bench_pytorch.py times the same model in PyTorch and
-// tools/compare.sh runs both.
+// `saobp bench CONFIG [section.key=value ...] [--finetune glue/sst2]`: throughput of the
+// training step of the model a run config describes, timed exactly as src/train/trainer.cpp
+// runs it (forward, loss, backward per micro-batch, clip_grad_norm, AdamW step, zero_grad).
+// Warm-up steps, then the median (and min/max) of the timed steps; tokens/s and the model's
+// GFLOP/s under the FLOP count printed term by term. tools/bench_pytorch.py times the same step
+// in PyTorch and tools/compare.sh runs both.
+//
+// Pretraining (the default): the config's objective (BERT masked LM, GPT-2 causal LM) on the
+// trainer's own synthetic batches (data/synthetic.h) of the config's vocabulary, batch size and
+// sequence length.
+//
+// --finetune glue/sst2: the fine-tuning step of `saobp finetune`, BERT sequence classification
+// (BertForMaskedLM with mlm_head = false + bert.pooler.dense + tanh + dropout + classifier, 2
+// labels, cross-entropy on the [CLS] rows). It is literally the fine-tuning task's step: the bench
+// builds the task with make_task (data.kind "benchmark", src/finetune/finetune_task.cpp) on a
+// temporary folder it writes, a WordPiece vocab.txt of model.vocab_size tokens ([PAD] [UNK]
+// [CLS] [SEP] [MASK], then words "w5".."w<V-1>", one token each) and an SST-2 train.tsv/dev.tsv
+// whose sentences are train.seq_len - 2 random such words with random labels; the timed step
+// calls task->train_loss (which also builds the padded batch, as in the trainer). Every row is
+// [CLS] + T-2 words + [SEP] = exactly T tokens, so there is no padding (checked) and tokens/s
+// compares with the pretraining bench at the same B and T. SST-2 is single-sentence, so the
+// token types are all 0. CONFIG is a pretraining config (configs/bert-mini.toml): its [model]
+// and [train] sections (B, T, grad_accum, optimizer) serve both steps; a recipe's lr or epochs
+// do not change the cost of a step. The same invocation also times the MLM step of the same
+// config at the same B and T (its steps interleaved with the fine-tuning ones, so a slow spell
+// of the machine hits both) and prints fine-tuning tokens/s as a ratio of pretraining's.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "autograd/ops.h"
 #include "cli/commands.h"
@@ -20,14 +44,18 @@
 #include "model/gpt2.h"
 #include "train/clip.h"
 #include "train/config.h"
+#include "train/task.h"
 
 namespace saobp::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct BenchCli {
   std::string config;
   std::vector<std::string> overrides;
+  std::string finetune;
   int warmup = 3, steps = 20;
   std::string json;
   bool print_config = false;
@@ -39,10 +67,14 @@ struct FlopTerm {
   double flops;
 };
 
+// The head a step ends in, for its FLOP count.
+enum class Head { mlm, lm, classifier };
+
 // The FLOPs of one training step: each GEMM once forward and twice backward (input and weight
 // gradients), hence the factor 6 = 3 x 2. Elementwise work (GELU, LayerNorm, softmax, dropout,
-// AdamW) is not counted. `head_rows` is the number of rows the LM head is computed on.
-std::vector<FlopTerm> step_flops(const RunConfig& cfg, double tokens, double head_rows) {
+// AdamW) is not counted. `head_rows` is the number of rows the head is computed on (masked
+// positions, every position, or the [CLS] rows); `labels` the classifier's outputs.
+std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens, double head_rows, double labels) {
   const ModelSection& m = cfg.model;
   const double C = static_cast<double>(m.hidden), I = static_cast<double>(m.intermediate);
   const double L = static_cast<double>(m.layers), V = static_cast<double>(m.vocab_size);
@@ -55,14 +87,23 @@ std::vector<FlopTerm> step_flops(const RunConfig& cfg, double tokens, double hea
   t.push_back({"attention (QK^T, AV; full TxT)", fmt::format("6 * 2 * L*T*C * tokens = 12 * {:.0f}*{:.0f}*{:.0f} * {:.0f}",
                                                              L, T, C, tokens),
                12 * L * T * C * tokens});
-  if (m.family == "bert") {
-    t.push_back({"MLM transform (dense CxC)", fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.1f}", C * C, head_rows),
-                 6 * C * C * head_rows});
-    t.push_back({"MLM decoder (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
-                 6 * C * V * head_rows});
-  } else {
-    t.push_back({"LM head (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
-                 6 * C * V * head_rows});
+  switch (head) {
+    case Head::mlm:
+      t.push_back({"MLM transform (dense CxC)", fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.1f}", C * C, head_rows),
+                   6 * C * C * head_rows});
+      t.push_back({"MLM decoder (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
+                   6 * C * V * head_rows});
+      break;
+    case Head::lm:
+      t.push_back({"LM head (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
+                   6 * C * V * head_rows});
+      break;
+    case Head::classifier:
+      t.push_back({"pooler (dense CxC)", fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.0f}", C * C, head_rows),
+                   6 * C * C * head_rows});
+      t.push_back({"classifier (CxK)", fmt::format("6 * C*K * rows = 6 * {:.0f} * {:.0f}", C * labels, head_rows),
+                   6 * C * labels * head_rows});
+      break;
   }
   return t;
 }
@@ -97,6 +138,132 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One training step under test. prepare(s) makes step s's inputs outside the timed region and
+// returns the rows its head runs on; run(s) is the timed step and returns its mean loss.
+struct StepBench {
+  std::string title;
+  Head head = Head::mlm;
+  double labels = 0;  // Head::classifier: K
+  std::function<double(int64_t)> prepare, run;
+  std::vector<double> times;
+  double loss = 0, head_rows = 0;
+  // Filled by report().
+  double med = 0, lo = 0, hi = 0, flops = 0;
+  std::vector<FlopTerm> terms;
+};
+
+// Warm-up then timed steps of every bench, their steps interleaved (s of the first, s of the
+// second, ...). Returns the hypervisor's steal fraction over the timed steps.
+double time_steps(std::vector<StepBench*>& benches, int warmup, int steps) {
+  CpuTimes cpu0;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) cpu0 = read_cpu_times();
+    for (StepBench* b : benches) {
+      const double rows = b->prepare(s);
+      const auto t0 = std::chrono::steady_clock::now();
+      b->loss = b->run(s);
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= warmup) b->times.push_back(dt), b->head_rows += rows;
+    }
+  }
+  return steal_fraction(cpu0, read_cpu_times());
+}
+
+// clip_grad_norm, the AdamW step at the schedule's lr, zero_grad: the end of every trainer step.
+void update(ParamStore& params, AdamW& adam, const Schedule& sched, int64_t step, double grad_clip) {
+  clip_grad_norm(params.all(), grad_clip);
+  adam.step(lr_at(sched, step));
+  params.zero_grad();
+}
+
+int64_t count_params(ParamStore& params) {
+  int64_t n = 0;
+  for (const Var& p : params.all()) n += p.numel();
+  return n;
+}
+
+void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
+  b.head_rows /= static_cast<double>(b.times.size());
+  b.med = median(b.times);
+  b.lo = *std::min_element(b.times.begin(), b.times.end());
+  b.hi = *std::max_element(b.times.begin(), b.times.end());
+  b.terms = step_flops(cfg, b.head, static_cast<double>(tokens), b.head_rows, b.labels);
+  b.flops = 0;
+  const char* rows = b.head == Head::mlm ? "masked positions, mean over the timed steps"
+                     : b.head == Head::lm ? "all positions"
+                                          : "the [CLS] rows";
+  fmt::print("{}", b.title.empty() ? "" : "== " + b.title + "\n");
+  fmt::print("FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted;\n"
+             "  tokens = {}, head rows = {:.1f} {}):\n",
+             tokens, b.head_rows, rows);
+  for (const FlopTerm& t : b.terms) {
+    fmt::print("  {:<36} {:<58} = {:.4g}\n", t.name, t.formula, t.flops);
+    b.flops += t.flops;
+  }
+  fmt::print("  {:<36} {:<58} = {:.4g}\n", "total", "", b.flops);
+  fmt::print("steps: {} warm-up, {} timed; last loss {:.4f}\n", warmup, b.times.size(), b.loss);
+  fmt::print("ms/step: median {:.1f} (min {:.1f}, max {:.1f})\n", 1e3 * b.med, 1e3 * b.lo, 1e3 * b.hi);
+  fmt::print("tokens/s: {:.0f} (median step)\n", static_cast<double>(tokens) / b.med);
+  fmt::print("model GFLOP/s: {:.1f}\n", b.flops / b.med / 1e9);
+}
+
+nlohmann::json figures_json(const StepBench& b, int64_t tokens) {
+  nlohmann::json terms = nlohmann::json::array();
+  for (const FlopTerm& t : b.terms) terms.push_back({{"name", t.name}, {"formula", t.formula}, {"flops", t.flops}});
+  return {{"steps", b.times.size()},
+          {"ms_per_step_median", 1e3 * b.med},
+          {"ms_per_step_min", 1e3 * b.lo},
+          {"ms_per_step_max", 1e3 * b.hi},
+          {"tokens_per_s", static_cast<double>(tokens) / b.med},
+          {"head_rows", b.head_rows},
+          {"flops_per_step", b.flops},
+          {"flop_terms", terms},
+          {"gflops", b.flops / b.med / 1e9},
+          {"loss", b.loss}};
+}
+
+// A temporary folder, removed with everything in it when this goes out of scope.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "saobp-bench-XXXXXX").string();
+    if (!::mkdtemp(t.data())) fail("bench", "cannot create a temporary folder {}", t);
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  if (!(f << text)) fail("bench", "cannot write {}", p.string());
+}
+
+// The SST-2 folder of --finetune glue/sst2 in `dir` (see the file's header): vocab.txt of V
+// tokens, each word "w<id>" one token under BERT's normalization; train.tsv with `rows`
+// sentences of T-2 random words and random 0/1 labels; dev.tsv with a few (the task reads it).
+void write_sst2_folder(const fs::path& dir, int64_t V, int64_t T, int64_t rows, uint64_t seed) {
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int64_t id = 5; id < V; ++id) vocab += fmt::format("w{}\n", id);
+  write_text(dir / "vocab.txt", vocab);
+  std::mt19937_64 rng(seed ^ 0x5575'3200'0000'0002ull);
+  auto split = [&](int64_t n) {
+    std::string tsv = "sentence\tlabel\n";
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t k = 0; k < T - 2; ++k)
+        tsv += fmt::format("{}w{}", k ? " " : "", 5 + static_cast<int64_t>(rng() % static_cast<uint64_t>(V - 5)));
+      tsv += fmt::format("\t{}\n", rng() % 2);
+    }
+    return tsv;
+  };
+  write_text(dir / "train.tsv", split(rows));
+  write_text(dir / "dev.tsv", split(4));
+}
+
 int run_bench(const BenchCli& o) {
   const RunConfig cfg = load_config(o.config, o.overrides);
   if (o.print_config) {
@@ -105,109 +272,150 @@ int run_bench(const BenchCli& o) {
   }
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   const TrainSection& tc = cfg.train;
-  const bool bert = cfg.model.family == "bert";
+  const bool bert = cfg.model.family == "bert", ft = !o.finetune.empty();
+  if (ft && o.finetune != "glue/sst2")
+    fail("bench", "--finetune {}: the fine-tuning bench times glue/sst2 (BERT sequence classification)", o.finetune);
+  if (ft && !bert)
+    fail("bench", "--finetune {}: model.family is {}; the fine-tuning bench times a BERT encoder", o.finetune,
+         cfg.model.family);
+  const Schedule sched = schedule_of(cfg);
+  const int64_t tokens = tc.batch_size * tc.seq_len * tc.grad_accum;
+  constexpr uint64_t kStream = 100;  // the trainer's training stream
+
+  // The pretraining step (always: alone, or beside the fine-tuning step as its reference).
   std::unique_ptr<BertForMaskedLM> enc;
   std::unique_ptr<GPT2LMHeadModel> dec;
   if (bert) enc = std::make_unique<BertForMaskedLM>(encoder_config(cfg), tc.seed);
   else dec = std::make_unique<GPT2LMHeadModel>(decoder_config(cfg), tc.seed);
   ParamStore& params = bert ? enc->params() : dec->params();
   AdamW adam(params.all(), adamw_config(cfg));
-  const Schedule sched = schedule_of(cfg);
-  const int64_t tokens = tc.batch_size * tc.seq_len * tc.grad_accum;
-  int64_t params_total = 0;
-  for (const Var& p : params.all()) params_total += p.numel();
-  fmt::print("bench: {} {} ({} parameters), attention {}, B={} T={} grad_accum={} ({} tokens/step), {} OpenMP "
-             "threads, f32\n",
-             cfg.model.family, cfg.model.preset, params_total, variant_name(cfg.model.attention), tc.batch_size,
-             tc.seq_len, tc.grad_accum, tokens, omp_get_max_threads());
-  fmt::print("batches: the synthetic source's (data.kind '{}' is not read: only the shapes matter here){}\n",
-             cfg.data.kind,
-             cfg.model.attention == AttnVariant::original ? "" : "; FLOPs below count standard attention");
-
-  constexpr uint64_t kStream = 100;  // the trainer's training stream
-  std::vector<double> times;
-  double loss = 0, head_rows = 0;
-  CpuTimes cpu0;
-  int64_t index = 0;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
+  std::vector<MlmBatch> mb;
+  std::vector<ClmBatch> cb;
+  StepBench pre;
+  pre.title = ft ? "pretraining step (masked LM, the same config)" : "";
+  pre.head = bert ? Head::mlm : Head::lm;
+  pre.prepare = [&](int64_t s) {
     // Batches are generated outside the timed region (the trainer's data loading is not the step).
-    std::vector<MlmBatch> mb;
-    std::vector<ClmBatch> cb;
-    int64_t rows = 0;
-    for (int micro = 0; micro < tc.grad_accum; ++micro, ++index) {
+    mb.clear(), cb.clear();
+    double rows = 0;
+    for (int micro = 0; micro < tc.grad_accum; ++micro) {
+      const int64_t index = s * tc.grad_accum + micro;
       if (bert) {
         mb.push_back(synthetic_mlm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream, index,
                                          cfg.data.mlm_probability));
         for (int32_t y : mb.back().labels.to_vector<int32_t>()) rows += y != -100;
       } else {
         cb.push_back(synthetic_clm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream, index));
-        rows += tc.batch_size * tc.seq_len;  // the head runs on every position (the last has no target)
+        rows += static_cast<double>(tc.batch_size * tc.seq_len);  // the head runs on every position
       }
     }
-    if (s == o.warmup) cpu0 = read_cpu_times();
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t step = s;
+    return rows;
+  };
+  pre.run = [&](int64_t step) {
     double loss_sum = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       const uint64_t dstep = static_cast<uint64_t>(step * tc.grad_accum + micro);
-      Var l = bert ? enc->mlm_loss(enc->encode(mb[micro].ids, Tensor(), mb[micro].key_mask, true, dstep),
-                                   mb[micro].labels)
-                   : dec->lm_loss(dec->forward(cb[micro].ids, cb[micro].key_mask, true, dstep), cb[micro].targets);
+      const size_t m = static_cast<size_t>(micro);
+      Var l = bert ? enc->mlm_loss(enc->encode(mb[m].ids, Tensor(), mb[m].key_mask, true, dstep), mb[m].labels)
+                   : dec->lm_loss(dec->forward(cb[m].ids, cb[m].key_mask, true, dstep), cb[m].targets);
       loss_sum += l.data().item();
       scale(l, 1.0 / tc.grad_accum).backward();
     }
-    clip_grad_norm(params.all(), tc.grad_clip);
-    adam.step(lr_at(sched, step));
-    params.zero_grad();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    loss = loss_sum / tc.grad_accum;
-    if (s >= o.warmup) times.push_back(dt), head_rows += static_cast<double>(rows);
+    update(params, adam, sched, step, tc.grad_clip);
+    return loss_sum / tc.grad_accum;
+  };
+
+  // The fine-tuning step: the finetune task itself, on a generated SST-2 folder.
+  std::unique_ptr<TempDir> tmp;
+  std::unique_ptr<Task> task;
+  std::unique_ptr<AdamW> ft_adam;
+  Tensor last_mask;
+  StepBench fine;
+  if (ft) {
+    tmp = std::make_unique<TempDir>();
+    write_sst2_folder(tmp->path, cfg.model.vocab_size, tc.seq_len,
+                      tc.batch_size * tc.grad_accum * (o.warmup + o.steps), tc.seed);
+    RunConfig fc = cfg;
+    fc.data.kind = "benchmark", fc.data.task = o.finetune;
+    fc.data.path = tmp->path.string(), fc.data.vocab = tmp->path.string();
+    task = make_task(fc);
+    ft_adam = std::make_unique<AdamW>(task->params().all(), adamw_config(fc));
+    fine.title = fmt::format("fine-tuning step ({}, BertForSequenceClassification)", o.finetune);
+    fine.head = Head::classifier;
+    fine.labels = 2;
+    fine.prepare = [&](int64_t) {
+      // The previous step's key mask: every row must be full length (no padding).
+      if (last_mask.defined()) {
+        const std::vector<uint8_t> m = last_mask.to_vector<uint8_t>();
+        if (last_mask.size(0) != tc.batch_size || last_mask.size(1) != tc.seq_len ||
+            std::find(m.begin(), m.end(), uint8_t{0}) != m.end())
+          fail("bench", "--finetune: a batch of shape ({},{}) with padding; expected ({},{}) rows of full length",
+               last_mask.size(0), last_mask.size(1), tc.batch_size, tc.seq_len);
+      }
+      return static_cast<double>(tc.batch_size * tc.grad_accum);
+    };
+    fine.run = [&](int64_t step) {
+      double loss_sum = 0;
+      for (int micro = 0; micro < tc.grad_accum; ++micro) {
+        const int64_t index = step * tc.grad_accum + micro;
+        Var l = task->train_loss(index, static_cast<uint64_t>(index), nullptr, &last_mask);
+        loss_sum += l.data().item();
+        scale(l, 1.0 / tc.grad_accum).backward();
+      }
+      update(task->params(), *ft_adam, sched, step, tc.grad_clip);
+      return loss_sum / tc.grad_accum;
+    };
   }
-  const double steal = steal_fraction(cpu0, read_cpu_times());
-  head_rows /= static_cast<double>(times.size());
-  const double med = median(times), lo = *std::min_element(times.begin(), times.end()),
-               hi = *std::max_element(times.begin(), times.end());
-  const std::vector<FlopTerm> terms = step_flops(cfg, static_cast<double>(tokens), head_rows);
-  double flops = 0;
-  fmt::print("FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted;\n"
-             "  tokens = {}, head rows = {:.1f} {}):\n",
-             tokens, head_rows, bert ? "masked positions, mean over the timed steps" : "all positions");
-  for (const FlopTerm& t : terms) {
-    fmt::print("  {:<36} {:<58} = {:.4g}\n", t.name, t.formula, t.flops);
-    flops += t.flops;
-  }
-  fmt::print("  {:<36} {:<58} = {:.4g}\n", "total", "", flops);
-  fmt::print("steps: {} warm-up, {} timed; last loss {:.4f}\n", o.warmup, times.size(), loss);
-  fmt::print("ms/step: median {:.1f} (min {:.1f}, max {:.1f})\n", 1e3 * med, 1e3 * lo, 1e3 * hi);
-  fmt::print("tokens/s: {:.0f} (median step)\n", static_cast<double>(tokens) / med);
-  fmt::print("model GFLOP/s: {:.1f}\n", flops / med / 1e9);
+
+  const int64_t pre_params = count_params(params);
+  fmt::print("bench: {} {} ({} parameters{}), attention {}, B={} T={} grad_accum={} ({} tokens/step), {} OpenMP "
+             "threads, f32\n",
+             cfg.model.family, cfg.model.preset, pre_params,
+             ft ? fmt::format(" with the MLM head, {} with the classification head", count_params(task->params()))
+                : "",
+             variant_name(cfg.model.attention), tc.batch_size, tc.seq_len, tc.grad_accum, tokens,
+             omp_get_max_threads());
+  if (ft)
+    fmt::print("fine-tuning: the {} task's own step (make_task, data.kind \"benchmark\") on generated rows of exactly "
+               "T = {} tokens ([CLS], {} random words, [SEP]; no padding; token types 0), random labels; timed "
+               "steps interleaved with the pretraining step's at the same B and T\n",
+               o.finetune, tc.seq_len, tc.seq_len - 2);
+  fmt::print("{}batches: the synthetic source's (data.kind '{}' is not read: only the shapes matter here){}\n",
+             ft ? "pretraining " : "", cfg.data.kind,
+             cfg.model.attention == AttnVariant::original ? "" : "; FLOPs below count standard attention");
+
+  std::vector<StepBench*> benches;
+  if (ft) benches.push_back(&fine);
+  benches.push_back(&pre);
+  const double steal = time_steps(benches, o.warmup, o.steps);
+  for (StepBench* b : benches) report(*b, cfg, tokens, o.warmup);
+  const double ratio = ft ? pre.med / fine.med : 0;  // same tokens per step: the ratio of tokens/s
+  if (ft)
+    fmt::print("fine-tuning / pretraining tokens/s: {:.3f} ({:.0f} / {:.0f})\n", ratio,
+               static_cast<double>(tokens) / fine.med, static_cast<double>(tokens) / pre.med);
   if (steal >= 0)
     fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n", 100 * steal,
                steal > 0.05 ? " (a busy host: these times are not representative)" : "");
   if (!o.json.empty()) {
-    nlohmann::json terms_j = nlohmann::json::array();
-    for (const FlopTerm& t : terms) terms_j.push_back({{"name", t.name}, {"formula", t.formula}, {"flops", t.flops}});
-    const nlohmann::json j = {{"tool", "saobp"},
-                              {"family", cfg.model.family},
-                              {"preset", cfg.model.preset},
-                              {"attention", variant_name(cfg.model.attention)},
-                              {"batch_size", tc.batch_size},
-                              {"seq_len", tc.seq_len},
-                              {"grad_accum", tc.grad_accum},
-                              {"tokens_per_step", tokens},
-                              {"threads", omp_get_max_threads()},
-                              {"warmup", o.warmup},
-                              {"steps", times.size()},
-                              {"ms_per_step_median", 1e3 * med},
-                              {"ms_per_step_min", 1e3 * lo},
-                              {"ms_per_step_max", 1e3 * hi},
-                              {"tokens_per_s", static_cast<double>(tokens) / med},
-                              {"head_rows", head_rows},
-                              {"flops_per_step", flops},
-                              {"flop_terms", terms_j},
-                              {"gflops", flops / med / 1e9},
-                              {"loss", loss},
-                              {"steal_fraction", steal}};
+    const StepBench& main = ft ? fine : pre;
+    nlohmann::json j = {{"tool", "saobp"},
+                        {"mode", ft ? "finetune" : "pretrain"},
+                        {"family", cfg.model.family},
+                        {"preset", cfg.model.preset},
+                        {"attention", variant_name(cfg.model.attention)},
+                        {"batch_size", tc.batch_size},
+                        {"seq_len", tc.seq_len},
+                        {"grad_accum", tc.grad_accum},
+                        {"tokens_per_step", tokens},
+                        {"threads", omp_get_max_threads()},
+                        {"warmup", o.warmup},
+                        {"steal_fraction", steal}};
+    j.update(figures_json(main, tokens));
+    if (ft) {
+      j["task"] = o.finetune;
+      j["pretrain"] = figures_json(pre, tokens);
+      j["finetune_over_pretrain"] = ratio;
+    }
     std::ofstream f(o.json);
     if (!(f << j.dump(2) << '\n')) fail("bench", "cannot write {}", o.json);
   }
@@ -221,6 +429,9 @@ void register_bench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "Time the training step of a run config (tokens/s, ms/step, GFLOP/s)");
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
+  sub->add_option("--finetune", o.finetune,
+                  "time the fine-tuning step of this task (glue/sst2) on the config's model and B, T, next to its "
+                  "pretraining step");
   sub->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")->check(CLI::Range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");

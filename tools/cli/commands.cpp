@@ -30,6 +30,8 @@ void register_all(CLI::App& app) {
   register_bench_tokenize(app);
   register_report(app);
   register_analyze(app);
+  register_finetune(app);
+  register_make_task(app);
 }
 
 int run_selected(CLI::App& app) {

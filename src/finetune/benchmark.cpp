@@ -1,0 +1,103 @@
+// The benchmark registry: names, kinds, splits, readers and metrics (benchmark.h).
+#include "finetune/benchmark.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "finetune/metrics.h"
+
+namespace saobp::finetune {
+
+namespace {
+
+std::vector<BenchmarkSpec> registry() {
+  std::vector<BenchmarkSpec> r;
+  for (const std::string& t : bench::glue_tasks()) {
+    BenchmarkSpec s{"glue/" + t, t == "stsb" ? Kind::regress : Kind::classify, "train", {"dev"}, "glue"};
+    if (t == "mnli") s.eval_splits = {"dev_matched", "dev_mismatched"};
+    if (t == "cola" || t == "mrpc" || t == "stsb" || t == "rte" || t == "wnli") s.recipe = "glue-small";
+    r.push_back(s);
+  }
+  r.push_back({"squad/v1.1", Kind::span, "train", {"dev"}, "squad"});
+  r.push_back({"squad/v2.0", Kind::span, "train", {"dev"}, "squad"});
+  for (const char* level : {"middle", "high", "all"})
+    r.push_back({std::string("race/") + level, Kind::choice, "train", {"dev", "test"}, "race"});
+  r.push_back({"hellaswag", Kind::choice, "train", {"val"}, "hellaswag"});
+  r.push_back({"boolq", Kind::classify, "train", {"dev"}, "boolq"});
+  r.push_back({"imdb", Kind::classify, "train", {"test"}, "imdb"});
+  r.push_back({"sentence-tsv", Kind::classify, "train", {"dev"}, "sentence-tsv"});
+  r.push_back({"wikitext", Kind::lm, "", {"test"}, "wikitext"});
+  return r;
+}
+
+std::string glue_task(const BenchmarkSpec& b) { return b.name.substr(5); }
+
+}  // namespace
+
+std::vector<std::string> benchmark_names() {
+  std::vector<std::string> n;
+  for (const BenchmarkSpec& s : registry()) n.push_back(s.name);
+  return n;
+}
+
+BenchmarkSpec benchmark_spec(const std::string& name) {
+  for (const BenchmarkSpec& s : registry())
+    if (s.name == name) return s;
+  std::string all;
+  for (const std::string& n : benchmark_names()) all += (all.empty() ? "" : ", ") + n;
+  fail("finetune", "unknown task '{}' (tasks: {})", name, all);
+}
+
+const bench::ReadStats& SplitData::stats() const {
+  if (!choice.examples.empty() || choice.stats.rows) return choice.stats;
+  if (!squad.examples.empty() || squad.stats.rows) return squad.stats;
+  return text.stats;
+}
+
+int64_t SplitData::size() const {
+  return static_cast<int64_t>(text.examples.size() + choice.examples.size() + squad.examples.size());
+}
+
+SplitData read_split(const BenchmarkSpec& b, const std::string& dir, const std::string& split,
+                     const bench::ReadOptions& opt, int64_t max_examples) {
+  SplitData d;
+  d.split = split;
+  const std::string& n = b.name;
+  if (n.rfind("glue/", 0) == 0) d.text = bench::read_glue(glue_task(b), dir, split, opt);
+  else if (n == "imdb") d.text = bench::read_imdb(dir, split, opt);
+  else if (n == "boolq") d.text = bench::read_boolq(dir, split, opt);
+  else if (n == "sentence-tsv") d.text = bench::read_sentence_tsv(dir, split, opt);
+  else if (n.rfind("race/", 0) == 0) d.choice = bench::read_race(dir, n.substr(5), split, opt);
+  else if (n == "hellaswag") d.choice = bench::read_hellaswag(dir, split, opt);
+  else if (n.rfind("squad/v", 0) == 0) d.squad = bench::read_squad(bench::squad_file(dir, n.substr(7), split), opt);
+  else if (n == "wikitext") d.lm_text = bench::read_wikitext(dir, split, &d.lm_file);
+  else fail("finetune", "task '{}' has no reader", n);
+  if (max_examples > 0) {
+    const auto cut = [&](auto& v) {
+      if (static_cast<int64_t>(v.size()) > max_examples) v.resize(static_cast<size_t>(max_examples));
+    };
+    cut(d.text.examples), cut(d.choice.examples), cut(d.squad.examples);
+  }
+  if (b.kind != Kind::lm && d.size() == 0) fail("finetune", "{}: split '{}' in {} has no examples", n, split, dir);
+  return d;
+}
+
+std::vector<std::string> label_names(const SplitData& d) { return d.text.labels; }
+
+nlohmann::json split_metrics(const BenchmarkSpec& b, const SplitData& d, const std::vector<int32_t>& pred,
+                             const std::vector<double>& pred_score) {
+  std::vector<int32_t> gold;
+  if (b.kind == Kind::choice)
+    for (const auto& e : d.choice.examples) gold.push_back(e.label);
+  else
+    for (const auto& e : d.text.examples) gold.push_back(e.label);
+  if (b.name.rfind("glue/", 0) == 0) {
+    std::vector<double> gold_score;
+    if (b.kind == Kind::regress)
+      for (const auto& e : d.text.examples) gold_score.push_back(e.score);
+    return metrics::glue_metrics(glue_task(b), pred, gold, pred_score, gold_score);
+  }
+  return {{"accuracy", metrics::accuracy(pred, gold)}};
+}
+
+}  // namespace saobp::finetune

@@ -1,0 +1,210 @@
+// `saobp finetune` and `saobp eval --task`: configs from a pretrained folder and a recipe, the
+// run, and results.json (finetune.h).
+#include "finetune/finetune.h"
+
+#include <omp.h>
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/fs.h"
+#include "finetune/benchmark.h"
+#include "finetune/lm_scoring.h"
+#include "finetune/pretrained.h"
+#include "model/gpt2.h"
+#include "train/trainer.h"
+
+namespace saobp::finetune {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "model.key=value" for every key of a model section (the pretrained body's architecture).
+std::vector<std::string> model_overrides(const ModelSection& m) {
+  RunConfig c;
+  c.model = m;
+  std::vector<std::string> out;
+  std::istringstream in(to_toml(c));
+  bool in_model = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '[') in_model = line == "[model]";
+    else if (in_model && line.find(" = ") != std::string::npos)
+      out.push_back("model." + line.substr(0, line.find(" = ")) + "=" + line.substr(line.find(" = ") + 3));
+  }
+  return out;
+}
+
+bool overridden(const std::vector<std::string>& overrides, const std::string& key) {
+  for (const std::string& o : overrides)
+    if (o.rfind(key + "=", 0) == 0 || o.rfind(key + " ", 0) == 0) return true;
+  return false;
+}
+
+// train.seq_len of a recipe (the schema default 128 when it sets none).
+int64_t recipe_seq_len(const std::string& text, const std::string& name) {
+  try {
+    return toml::parse(text, name).at_path("train.seq_len").value_or<int64_t>(TrainSection{}.seq_len);
+  } catch (const toml::parse_error& e) {
+    fail("finetune", "{}:{}:{}: TOML syntax error: {}", name, e.source().begin.line, e.source().begin.column,
+         e.description());
+  }
+}
+
+std::string task_slug(const std::string& task) {
+  std::string s = task;
+  for (char& c : s)
+    if (c == '/') c = '-';
+  return s;
+}
+
+// The recipe's text and the name its messages use.
+std::pair<std::string, std::string> recipe_of(const BenchmarkSpec& spec, const std::string& file) {
+  if (!file.empty()) return {read_file(file), file};
+  return {recipe_text(spec.recipe), "configs/finetune/" + spec.recipe + ".toml"};
+}
+
+// Recipe + pretrained model + task keys + user overrides, with seq_len fitted to the model.
+RunConfig config_for(const BenchmarkSpec& spec, const PretrainedInfo& pre, const std::string& data,
+                     const std::string& recipe_file, const std::vector<std::string>& user, std::string* note) {
+  const auto [text, name] = recipe_of(spec, recipe_file);
+  std::vector<std::string> o = model_overrides(pre.model);
+  o.push_back("data.kind=\"benchmark\"");
+  o.push_back(fmt::format("data.task=\"{}\"", spec.name));
+  o.push_back("data.path=" + data);
+  if (pre.has_tokenizer) o.push_back("data.vocab=" + pre.dir);
+  o.push_back("train.run_dir=runs/finetune/" + task_slug(spec.name));
+  const int64_t seq = recipe_seq_len(text, name);
+  if (pre.model.positions == "learned" && seq > pre.model.max_positions && !overridden(user, "train.seq_len")) {
+    o.push_back(fmt::format("train.seq_len={}", pre.model.max_positions));
+    if (note)
+      *note = fmt::format("train.seq_len {} of the recipe lowered to the model's max_positions {}", seq,
+                          pre.model.max_positions);
+  }
+  o.insert(o.end(), user.begin(), user.end());
+  return load_config_text(text, name, o);
+}
+
+}  // namespace
+
+const std::string& recipe_text(const std::string& stem) {
+  std::string all;
+  for (const auto& [name, text] : recipes()) {
+    if (name == stem) return text;
+    all += (all.empty() ? "" : ", ") + name;
+  }
+  fail("finetune", "no recipe configs/finetune/{}.toml compiled in (recipes: {})", stem, all);
+}
+
+RunConfig finetune_config(const FinetuneOptions& o) {
+  const BenchmarkSpec spec = benchmark_spec(o.task);
+  if (spec.train_split.empty())
+    fail("finetune", "--task {} is evaluation-only: saobp eval --checkpoint DIR --task {} --data DIR", o.task, o.task);
+  if (o.init.empty()) fail("finetune", "--init: name the pretrained model folder to start from");
+  const PretrainedInfo pre = read_pretrained(o.init);
+  if (!pre.has_tokenizer)
+    fail("finetune", "--init {}: no tokenizer files (tokenizer.json, vocab.txt, or vocab.json + merges.txt)", o.init);
+  std::string note;
+  RunConfig cfg = config_for(spec, pre, o.data, o.recipe, o.overrides, &note);
+  if (!note.empty() && !o.quiet) fmt::print("{}\n", note);
+  return cfg;
+}
+
+nlohmann::json run_finetune(const FinetuneOptions& o) {
+  const RunConfig cfg = finetune_config(o);
+  if (!o.quiet) fmt::print("# resolved config ({} from {})\n{}\n", o.task, o.init, to_toml(cfg));
+  TrainOptions t;
+  t.resume_dir = o.resume;
+  if (o.resume.empty()) t.init_dir = o.init;
+  t.progress = true, t.quiet = o.quiet;
+  const TrainSummary s = train(cfg, t);
+  nlohmann::json r = s.final_eval.is_null() ? nlohmann::json::object() : s.final_eval;
+  r["task"] = o.task;
+  r["init"] = o.init;
+  r["data"] = o.data;
+  r["run_dir"] = cfg.train.run_dir;
+  r["checkpoint"] = s.final_checkpoint;
+  r["steps"] = s.steps;
+  r["final_train_loss"] = s.last_loss;
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const nlohmann::json& e : s.evals)
+    if (e.contains("eval_metrics"))
+      epochs.push_back({{"step", e["step"]}, {"epoch", e.value("epoch", 0)}, {"metrics", e["eval_metrics"]}});
+  r["evaluations"] = epochs;
+  if (!s.init_report.is_null())
+    r["init_report"] = {{"loaded", s.init_report["loaded"].size()},
+                        {"initialized", s.init_report["initialized"]},
+                        {"unused", s.init_report["unused"]}};
+  write_file_atomic((fs::path(cfg.train.run_dir) / "results.json").string(), r.dump(2) + "\n");
+  return r;
+}
+
+nlohmann::json evaluate_benchmark(const EvalOptions& o) {
+  const BenchmarkSpec spec = benchmark_spec(o.task);
+  const PretrainedInfo pre = read_pretrained(o.checkpoint);
+  if (!pre.has_tokenizer) fail("eval", "--checkpoint {}: no tokenizer files", o.checkpoint);
+  nlohmann::json r = {{"task", o.task}, {"checkpoint", o.checkpoint}, {"data", o.data}};
+  if (spec.kind == Kind::lm || o.zero_shot) {
+    if (pre.model.family != "gpt2")
+      fail("eval", "{}{}: scoring by log-likelihood needs a decoder (model.family gpt2); {} is {}", o.task,
+           o.zero_shot ? " --zero-shot" : "", o.checkpoint, pre.model.family);
+    const RunConfig cfg = config_for(spec, pre, o.data, "", o.overrides, nullptr);
+    if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+    GPT2LMHeadModel model(decoder_config(cfg), cfg.train.seed);
+    const InitReport rep = init_from_pretrained(o.checkpoint, model.params(), {});
+    const std::unique_ptr<Tokenizer> tok = load_tokenizer(o.checkpoint);
+    r["family"] = "gpt2", r["attention"] = variant_name(cfg.model.attention);
+    if (spec.kind == Kind::lm) {
+      const SplitData d = read_split(spec, o.data, "test", {}, 0);
+      const int64_t stride = cfg.data.window_stride ? cfg.data.window_stride : cfg.train.seq_len / 2;
+      nlohmann::json m = sliding_window_perplexity(model, *tok, d.lm_text, cfg.train.seq_len, stride,
+                                                   cfg.train.batch_size);
+      m["file"] = d.lm_file;
+      r["metrics"] = {{"test", m}};
+    } else {
+      r["zero_shot"] = true;
+      r["metrics"] = nlohmann::json::object();
+      for (const std::string& split : spec.eval_splits) {
+        const SplitData d = read_split(spec, o.data, split, {cfg.data.skip_bad_rows}, cfg.data.max_examples);
+        std::vector<ZeroShotExample> ex;
+        if (spec.kind == Kind::choice) {
+          const bool race = o.task.rfind("race/", 0) == 0;
+          for (const bench::ChoiceExample& e : d.choice.examples) {
+            ZeroShotExample z{e.id, race ? "Article: " + e.context + "\n\nQuestion: " + e.question + "\n\nAnswer:"
+                                         : e.full_context,
+                              {}, e.label};
+            for (const std::string& end : e.endings) z.candidates.push_back(" " + end);
+            ex.push_back(std::move(z));
+          }
+        } else if (o.task == "boolq") {
+          for (const bench::TextExample& e : d.text.examples)
+            ex.push_back({e.id, e.text_b + "\nQuestion: " + e.text_a + "?\nAnswer:", {" no", " yes"}, e.label});
+        } else {
+          fail("eval", "--zero-shot scores race/*, hellaswag and boolq; {} needs fine-tuning", o.task);
+        }
+        const ZeroShotResult z = zero_shot_choice(model, *tok, ex, cfg.train.seq_len, cfg.train.batch_size);
+        r["metrics"][split] = z.metrics;
+      }
+    }
+    r["init_report"] = {{"loaded", rep.loaded.size()}, {"unused", rep.unused}};
+  } else {
+    // A fine-tuned checkpoint: its own config (ours) or the task's recipe (a Hugging Face folder).
+    RunConfig cfg;
+    std::vector<std::string> ov = {"data.kind=\"benchmark\"", fmt::format("data.task=\"{}\"", o.task),
+                                   "data.path=" + o.data, "data.vocab=" + o.checkpoint};
+    ov.insert(ov.end(), o.overrides.begin(), o.overrides.end());
+    if (pre.format == "saobp") cfg = load_config((fs::path(o.checkpoint) / "config.toml").string(), ov);
+    else cfg = config_for(spec, pre, o.data, "", ov, nullptr);
+    if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+    const std::unique_ptr<Task> task = make_eval_task(cfg);
+    init_from_pretrained(o.checkpoint, task->params(), {});
+    const nlohmann::json f = task->final_evaluation("", o.print);
+    for (auto& [k, v] : f.items()) r[k] = v;
+    r["checkpoint"] = o.checkpoint;
+  }
+  if (o.print && r.contains("metrics")) fmt::print("{}\n", r["metrics"].dump(2));
+  return r;
+}
+
+}  // namespace saobp::finetune

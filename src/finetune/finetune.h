@@ -1,0 +1,59 @@
+// Fine-tuning and benchmark evaluation: the public surface of src/finetune/ used by the
+// command line (`saobp finetune`, `saobp eval --task`). docs/finetune.md has the protocol.
+//
+//   finetune: pretrained folder (ours or Hugging Face's) + task recipe + overrides -> a run
+//             config (data.kind = "benchmark"), trained by the ordinary loop (train/trainer.h)
+//             with --init, ending in RUN_DIR/results.json;
+//   evaluate: a fine-tuned checkpoint on a task's evaluation splits; a decoder zero-shot
+//             (candidates scored by their log-likelihood) or on WikiText (perplexity).
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/config.h"
+#include "train/task.h"
+
+namespace saobp::finetune {
+
+// configs/finetune/*.toml, compiled in: (stem, text).
+const std::vector<std::pair<std::string, std::string>>& recipes();
+// The text of a recipe by stem; throws naming the recipes.
+const std::string& recipe_text(const std::string& stem);
+
+struct FinetuneOptions {
+  std::string init;      // the pretrained folder (--init)
+  std::string task;      // a benchmark name
+  std::string data;      // the benchmark's folder (or file)
+  std::string recipe;    // a recipe file replacing the task's compiled-in one ("" = compiled in)
+  std::vector<std::string> overrides;
+  std::string resume;    // continue this checkpoint of the run instead (--resume)
+  bool quiet = false;
+};
+
+// The run config of a fine-tuning run: the recipe, the pretrained model's [model] section,
+// data.kind/task/path/vocab, train.run_dir = runs/finetune/<task>, then the overrides (which win).
+// train.seq_len is lowered to model.max_positions (learned positions) unless overridden.
+RunConfig finetune_config(const FinetuneOptions& o);
+
+// Trains (train/trainer.h) and writes RUN_DIR/results.json: {"task", "metrics": {split:
+// {...}}, "epochs": [...], "examples", "truncated", "skipped_rows", "init", ...}. Returns it.
+nlohmann::json run_finetune(const FinetuneOptions& o);
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::string task;
+  std::string data;
+  bool zero_shot = false;
+  std::vector<std::string> overrides;
+  bool print = true;
+};
+// The results.json object of `saobp eval --task`.
+nlohmann::json evaluate_benchmark(const EvalOptions& o);
+
+// A finetune task that reads only the evaluation splits (finetune_task.cpp).
+std::unique_ptr<Task> make_eval_task(const RunConfig& cfg);
+
+}  // namespace saobp::finetune

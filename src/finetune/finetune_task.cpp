@@ -1,0 +1,573 @@
+// Fine-tuning on a benchmark (data.kind = "benchmark", data.task a name of finetune/benchmark.h):
+// the pretrained body with the task's head, laid out as Hugging Face's classes so that a
+// fine-tuned folder loads in transformers when attention is "original":
+//   bert classify  BertForSequenceClassification: [CLS] state -> bert.pooler.dense + tanh ->
+//                  dropout -> classifier (K labels; K = 1 and an MSE loss for STS-B)
+//   bert choice    BertForMultipleChoice: every (context, ending) pair through the encoder as
+//                  one row, the same pooler -> dropout -> classifier (1), the K row logits
+//                  of an example -> softmax over its endings
+//   bert span      BertForQuestionAnswering: qa_outputs (2) on every token -> start and end
+//                  logits, cross-entropy of each over the real tokens, averaged
+//   gpt2 classify  GPT2ForSequenceClassification: the last real token's state -> score (K, no
+//                  bias)
+// Inputs: BERT [CLS] a [SEP] (b [SEP]) with token types 0 / 1; GPT-2 a (<|endoftext|> b).
+// A pair longer than train.seq_len is cut longest-first (the longer side loses a token until
+// it fits); the cut examples are counted. Multiple choice pairs the context with
+// "question ending" (RACE: the option replaces a "_" blank when the question has one;
+// HellaSwag: ctx_b + " " + ending), as Hugging Face's run_swag and RACE processors do.
+//
+// Batches are padded to their longest row and masked, so every step runs the pretraining
+// step's kernels. Training batch n is the (n mod E)-th slice of B examples of the permutation
+// of epoch n / E (E batches per epoch, the last one shorter), drawn from (seed, epoch): a pure
+// function of n, so a resumed run continues the same order.
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+#include "autograd/ops.h"
+#include "data/batching.h"
+#include "finetune/benchmark.h"
+#include "finetune/metrics.h"
+#include "finetune/squad_features.h"
+#include "model/bert.h"
+#include "model/gpt2.h"
+#include "train/task.h"
+
+namespace saobp {
+
+namespace {
+
+using finetune::Kind;
+
+// tanh(x) = 2 σ(2x) - 1 with σ(z) = exp(-softplus(-z)), as cls_task.cpp.
+Var tanh_composite(const Var& x) {
+  return add_scalar(scale(exp(scale(softplus(scale(x, -2.0)), -1.0)), 2.0), -1.0);
+}
+
+// One example as model rows: one row (classify, span) or one per ending (choice).
+struct Item {
+  std::vector<std::vector<int32_t>> ids, types;
+  int32_t label = -1;
+  float score = 0;
+  int32_t start = 0, end = 0;
+};
+
+struct Batch {
+  Tensor ids, types, mask;       // (R,T)
+  std::vector<int64_t> lengths;  // (R)
+  int64_t items = 0, rows_per_item = 1;
+  std::vector<int32_t> labels, starts, ends;
+  std::vector<float> scores;
+};
+
+struct EvalSplit {
+  finetune::SplitData data;
+  std::vector<Item> items;
+  squad::Features squad;  // span
+  int64_t truncated = 0;
+};
+
+// a and b cut longest-first until la + lb <= budget. Returns whether anything was cut.
+bool truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t budget) {
+  bool cut = false;
+  while (static_cast<int64_t>(a.size() + b.size()) > budget) {
+    std::vector<int32_t>& longer = a.size() >= b.size() ? a : b;
+    longer.pop_back();
+    cut = true;
+  }
+  return cut;
+}
+
+class FinetuneTask : public Task {
+ public:
+  // with_train false: evaluation only (saobp eval --task), the training split is not read.
+  FinetuneTask(const RunConfig& cfg, bool with_train) : cfg_(cfg), spec_(finetune::benchmark_spec(cfg.data.task)) {
+    const ModelSection& m = cfg.model;
+    if (spec_.kind == Kind::lm || cfg.data.zero_shot)
+      fail("finetune", "{} is evaluated, not trained: saobp eval --checkpoint DIR --task {} --data DIR{}", spec_.name,
+           spec_.name, spec_.kind == Kind::lm ? "" : " --zero-shot");
+    if (cfg.data.vocab.empty())
+      fail("finetune", "data.vocab: fine-tuning needs the pretrained model's tokenizer (--init DIR sets it)");
+    tok_ = load_tokenizer(cfg.data.vocab);
+    if (tok_->vocab_size() > m.vocab_size)
+      fail("finetune", "data.vocab {}: {} tokens, more than model.vocab_size = {}", cfg.data.vocab, tok_->vocab_size(),
+           m.vocab_size);
+    const SpecialTokens& sp = tok_->special();
+    if (m.family == "bert") {
+      if (sp.cls < 0 || sp.sep < 0 || sp.pad < 0)
+        fail("finetune", "data.vocab {}: a BERT input needs [CLS], [SEP] and [PAD] in the vocabulary", cfg.data.vocab);
+      pad_ = sp.pad;
+    } else {
+      if (sp.eos < 0) fail("finetune", "data.vocab {}: GPT-2 inputs need <|endoftext|> in the vocabulary", cfg.data.vocab);
+      if (spec_.kind != Kind::classify && spec_.kind != Kind::regress)
+        fail("finetune", "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
+             spec_.name);
+      pad_ = sp.eos;
+    }
+    read_data(with_train);
+    build_model();
+  }
+
+  ParamStore& params() override { return bert_ ? bert_->params() : gpt_->params(); }
+  const Tokenizer* tokenizer() const override { return tok_.get(); }
+  int64_t batch_size() const override { return cfg_.train.batch_size; }
+
+  int64_t train_batches_per_epoch() const override {
+    if (train_.empty()) return 0;
+    const int64_t n = static_cast<int64_t>(train_.size()), B = cfg_.train.batch_size;
+    return (n + B - 1) / B;
+  }
+  std::vector<std::string> head_prefixes() const override {
+    if (gpt_) return {"score."};
+    if (spec_.kind == Kind::span) return {"qa_outputs."};
+    return {"bert.pooler.", "classifier."};
+  }
+
+  Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
+    if (train_.empty()) fail("finetune", "{}: this task was built for evaluation only", spec_.name);
+    const Batch b = batch_of(train_, train_order(index));
+    if (mask) *mask = b.mask;
+    return loss(b, forward(b, true, step, maps));
+  }
+
+  EvalResult evaluate() override {
+    NoGradGuard ng;
+    EvalResult r;
+    r.metrics = nlohmann::json::object();
+    for (size_t s = 0; s < evals_.size(); ++s) {
+      double loss_sum = 0;
+      const nlohmann::json m = evaluate_split(evals_[s], loss_sum);
+      r.metrics[evals_[s].data.split] = m;
+      if (s == 0) {
+        r.predictions = static_cast<int64_t>(evals_[s].items.size());
+        r.loss = loss_sum / static_cast<double>(std::max<int64_t>(r.predictions, 1));
+        r.perplexity = std::exp(r.loss);
+        for (auto& [k, v] : m.items())
+          if (v.is_number() && (k == "accuracy" || r.accuracy == 0)) r.accuracy = v.get<double>();
+      }
+    }
+    return r;
+  }
+
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    NoGradGuard ng;
+    const Batch b = split_batch(split, index);
+    mask = b.mask;
+    forward(b, false, 0, &maps);
+  }
+  void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
+    const Batch b = split_batch(split, index);
+    ids = b.ids, mask = b.mask;
+  }
+  void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
+               Tensor& out) override {
+    NoGradGuard ng;
+    Batch b;
+    b.ids = ids, b.mask = Tensor::full(ids.shape(), 1, DType::u8), b.types = Tensor::zeros(ids.shape(), DType::i32);
+    b.lengths = {ids.size(1)}, b.items = 1;
+    if (bert_) bert_->capture_hidden(&hidden);
+    else gpt_->capture_hidden(&hidden);
+    out = forward(b, false, 0, &maps).data();
+    if (bert_) bert_->capture_hidden(nullptr);
+    else gpt_->capture_hidden(nullptr);
+  }
+
+  nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
+    (void)out_dir;  // results.json is written by the command (saobp finetune / eval)
+    const EvalResult r = evaluate();
+    nlohmann::json out = {{"task", spec_.name},
+                          {"family", cfg_.model.family},
+                          {"attention", variant_name(cfg_.model.attention)},
+                          {"metrics", r.metrics},
+                          {"max_length", cfg_.train.seq_len}};
+    nlohmann::json examples = nlohmann::json::object(), truncated = nlohmann::json::object(),
+                   skipped = nlohmann::json::object();
+    auto note = [&](const std::string& split, int64_t n, int64_t cut, const bench::ReadStats& st) {
+      examples[split] = n, truncated[split] = cut;
+      skipped[split] = {{"rows", st.skipped}, {"first", st.skipped_at}};
+    };
+    if (train_data_.size() > 0) note(train_data_.split, train_data_.size(), train_truncated_, train_data_.stats());
+    for (const EvalSplit& e : evals_) note(e.data.split, e.data.size(), e.truncated, e.data.stats());
+    out["examples"] = examples, out["truncated"] = truncated, out["skipped_rows"] = skipped;
+    if (print) {
+      fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family, variant_name(cfg_.model.attention));
+      for (auto& [split, m] : r.metrics.items()) {
+        std::string line;
+        for (auto& [k, v] : m.items())
+          if (v.is_number()) line += fmt::format("  {} {:.4f}", k, v.get<double>());
+        fmt::print("  {:16s}{}\n", split, line);
+      }
+    }
+    return out;
+  }
+
+  nlohmann::json hf_config() const override {
+    const ModelSection& m = cfg_.model;
+    nlohmann::json j;
+    if (bert_) {
+      j = bert_hf_config(m, pad_);
+      const char* arch = spec_.kind == Kind::span     ? "BertForQuestionAnswering"
+                         : spec_.kind == Kind::choice ? "BertForMultipleChoice"
+                                                      : "BertForSequenceClassification";
+      j["architectures"] = nlohmann::json::array({arch});
+      j["classifier_dropout"] = nullptr;
+    } else {
+      j = gpt2_hf_config(m, pad_);
+      j["architectures"] = nlohmann::json::array({"GPT2ForSequenceClassification"});
+      j["pad_token_id"] = pad_;
+    }
+    if (spec_.kind == Kind::classify) {
+      nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+      for (size_t k = 0; k < labels_.size(); ++k) {
+        id2label[std::to_string(k)] = labels_[k];
+        label2id[labels_[k]] = k;
+      }
+      j["id2label"] = id2label, j["label2id"] = label2id;
+      j["problem_type"] = "single_label_classification";
+    } else if (spec_.kind == Kind::regress) {
+      j["id2label"] = {{"0", "LABEL_0"}}, j["label2id"] = {{"LABEL_0", 0}};
+      j["problem_type"] = "regression";
+    }
+    j["saobp_task"] = spec_.name;
+    return j;
+  }
+
+ private:
+  RunConfig cfg_;
+  finetune::BenchmarkSpec spec_;
+  std::shared_ptr<const Tokenizer> tok_;
+  int32_t pad_ = 0;
+  std::vector<std::string> labels_;
+  finetune::SplitData train_data_;
+  std::vector<Item> train_;
+  int64_t train_truncated_ = 0;
+  std::vector<EvalSplit> evals_;
+  std::unique_ptr<BertForMaskedLM> bert_;
+  std::unique_ptr<GPT2LMHeadModel> gpt_;
+  Var pool_w_, pool_b_, cls_w_, cls_b_, qa_w_, qa_b_, score_w_;
+  mutable int64_t perm_epoch_ = -1;
+  mutable std::vector<uint32_t> perm_;
+
+  int64_t head_outputs() const {
+    switch (spec_.kind) {
+      case Kind::classify:
+        return static_cast<int64_t>(labels_.size());
+      case Kind::regress:
+      case Kind::choice:
+        return 1;
+      default:
+        return 2;
+    }
+  }
+
+  void build_model() {
+    const ModelSection& m = cfg_.model;
+    const int64_t C = m.hidden, K = head_outputs();
+    if (m.family == "bert") {
+      EncoderConfig e = encoder_config(cfg_);
+      e.mlm_head = false;
+      bert_ = std::make_unique<BertForMaskedLM>(e, cfg_.train.seed);
+      ParamStore& P = bert_->params();
+      if (spec_.kind == Kind::span) {
+        qa_w_ = P.add("qa_outputs.weight", {2, C}, Init::normal, e.init_std);
+        qa_b_ = P.add("qa_outputs.bias", {2}, Init::zeros);
+      } else {
+        pool_w_ = P.add("bert.pooler.dense.weight", {C, C}, Init::normal, e.init_std);
+        pool_b_ = P.add("bert.pooler.dense.bias", {C}, Init::zeros);
+        cls_w_ = P.add("classifier.weight", {K, C}, Init::normal, e.init_std);
+        cls_b_ = P.add("classifier.bias", {K}, Init::zeros);
+      }
+    } else {
+      const DecoderConfig d = decoder_config(cfg_);
+      gpt_ = std::make_unique<GPT2LMHeadModel>(d, cfg_.train.seed);
+      score_w_ = gpt_->params().add("score.weight", {K, C}, Init::normal, d.init_std);
+    }
+  }
+
+  // ---- data -----------------------------------------------------------------------------------
+
+  void read_data(bool with_train) {
+    const bench::ReadOptions opt{cfg_.data.skip_bad_rows};
+    const int64_t cap = cfg_.data.max_examples;
+    if (with_train) {
+      train_data_ = finetune::read_split(spec_, cfg_.data.path, spec_.train_split, opt, cap);
+      train_ = encode_split(train_data_, true, train_truncated_, nullptr);
+    }
+    for (const std::string& split : spec_.eval_splits) {
+      EvalSplit e;
+      e.data = finetune::read_split(spec_, cfg_.data.path, split, opt, cap);
+      e.items = encode_split(e.data, false, e.truncated, &e.squad);
+      evals_.push_back(std::move(e));
+    }
+    if (spec_.kind == Kind::classify) {
+      labels_ = finetune::label_names(with_train ? train_data_ : evals_.front().data);
+      if (labels_.size() < 2) fail("finetune", "{}: {} labels; classification needs at least 2", spec_.name, labels_.size());
+    }
+  }
+
+  // Row of a text pair (b empty: a single text).
+  Item text_item(const std::string& a, const std::string& b, bool& cut) const {
+    std::vector<int32_t> ta = tok_->encode(a), tb = b.empty() ? std::vector<int32_t>() : tok_->encode(b);
+    const bool pair = !b.empty();
+    const SpecialTokens& sp = tok_->special();
+    const int64_t specials = bert_or_family_bert() ? (pair ? 3 : 2) : (pair ? 1 : 0);
+    cut = truncate_pair(ta, tb, cfg_.train.seq_len - specials);
+    std::vector<int32_t> ids, types;
+    if (bert_or_family_bert()) {
+      ids.push_back(sp.cls);
+      ids.insert(ids.end(), ta.begin(), ta.end());
+      ids.push_back(sp.sep);
+      types.assign(ids.size(), 0);
+      if (pair) {
+        ids.insert(ids.end(), tb.begin(), tb.end());
+        ids.push_back(sp.sep);
+        types.resize(ids.size(), 1);
+      }
+    } else {
+      ids = ta;
+      if (pair) ids.push_back(sp.eos), ids.insert(ids.end(), tb.begin(), tb.end());
+      if (ids.empty()) ids.push_back(sp.eos);  // an empty text: the end token stands for it
+      types.assign(ids.size(), 0);
+    }
+    Item it;
+    it.ids.push_back(std::move(ids)), it.types.push_back(std::move(types));
+    return it;
+  }
+  bool bert_or_family_bert() const { return cfg_.model.family == "bert"; }
+
+  static std::string race_second(const std::string& question, const std::string& ending) {
+    const size_t blank = question.find('_');
+    if (blank == std::string::npos) return question + " " + ending;
+    return question.substr(0, blank) + ending + question.substr(blank + 1);
+  }
+
+  std::vector<Item> encode_split(const finetune::SplitData& d, bool training, int64_t& truncated,
+                                 squad::Features* feats) const {
+    std::vector<Item> items;
+    truncated = 0;
+    bool cut = false;
+    switch (spec_.kind) {
+      case Kind::classify:
+      case Kind::regress:
+        for (const bench::TextExample& e : d.text.examples) {
+          Item it = text_item(e.text_a, e.text_b, cut);
+          truncated += cut;
+          it.label = e.label, it.score = static_cast<float>(e.score);
+          items.push_back(std::move(it));
+        }
+        break;
+      case Kind::choice: {
+        const bool race = spec_.name.rfind("race/", 0) == 0;
+        for (const bench::ChoiceExample& e : d.choice.examples) {
+          Item it;
+          bool any = false;
+          for (const std::string& ending : e.endings) {
+            Item row = text_item(e.context, race ? race_second(e.question, ending) : e.question + " " + ending, cut);
+            any |= cut;
+            it.ids.push_back(std::move(row.ids[0])), it.types.push_back(std::move(row.types[0]));
+          }
+          if (!items.empty() && it.ids.size() != items.front().ids.size())
+            fail("finetune", "{}: example {} has {} endings, the first had {}", spec_.name, e.id, it.ids.size(),
+                 items.front().ids.size());
+          truncated += any;
+          it.label = e.label;
+          items.push_back(std::move(it));
+        }
+        break;
+      }
+      case Kind::span: {
+        squad::FeatureOptions o;
+        o.max_length = cfg_.train.seq_len, o.doc_stride = cfg_.data.doc_stride;
+        o.max_query_length = cfg_.data.max_query_length, o.training = training;
+        squad::Features f = squad::make_features(d.squad.examples, *tok_, o);
+        truncated = f.split_contexts;
+        for (squad::Feature& x : f.features) {
+          Item it;
+          it.ids.push_back(x.ids), it.types.push_back(x.types);
+          it.start = x.start, it.end = x.end;
+          items.push_back(std::move(it));
+        }
+        if (feats) *feats = std::move(f);
+        break;
+      }
+      case Kind::lm:
+        break;
+    }
+    if (training && items.empty()) fail("finetune", "{}: the {} split has no examples", spec_.name, d.split);
+    return items;
+  }
+
+  // ---- batches ----------------------------------------------------------------------------------
+
+  std::vector<int64_t> train_order(int64_t index) const {
+    const int64_t E = train_batches_per_epoch(), epoch = index / E, j = index % E, B = cfg_.train.batch_size;
+    if (epoch != perm_epoch_) {
+      perm_ = epoch_permutation(cfg_.train.seed, static_cast<uint64_t>(epoch), static_cast<uint32_t>(train_.size()));
+      perm_epoch_ = epoch;
+    }
+    std::vector<int64_t> order;
+    for (int64_t k = j * B; k < std::min<int64_t>((j + 1) * B, static_cast<int64_t>(train_.size())); ++k)
+      order.push_back(perm_[static_cast<size_t>(k)]);
+    return order;
+  }
+
+  Batch batch_of(const std::vector<Item>& items, const std::vector<int64_t>& which) const {
+    Batch b;
+    b.items = static_cast<int64_t>(which.size());
+    b.rows_per_item = static_cast<int64_t>(items[static_cast<size_t>(which[0])].ids.size());
+    int64_t T = 1;
+    for (int64_t i : which)
+      for (const auto& row : items[static_cast<size_t>(i)].ids) T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
+    const int64_t R = b.items * b.rows_per_item;
+    std::vector<int32_t> ids(static_cast<size_t>(R * T), pad_), types(static_cast<size_t>(R * T), 0);
+    std::vector<uint8_t> mask(static_cast<size_t>(R * T), 0);
+    int64_t r = 0;
+    for (int64_t i : which) {
+      const Item& it = items[static_cast<size_t>(i)];
+      for (size_t k = 0; k < it.ids.size(); ++k, ++r) {
+        const size_t at = static_cast<size_t>(r * T);
+        std::copy(it.ids[k].begin(), it.ids[k].end(), ids.begin() + static_cast<ptrdiff_t>(at));
+        std::copy(it.types[k].begin(), it.types[k].end(), types.begin() + static_cast<ptrdiff_t>(at));
+        std::fill_n(mask.begin() + static_cast<ptrdiff_t>(at), it.ids[k].size(), uint8_t{1});
+        b.lengths.push_back(static_cast<int64_t>(it.ids[k].size()));
+      }
+      b.labels.push_back(it.label), b.scores.push_back(it.score), b.starts.push_back(it.start), b.ends.push_back(it.end);
+    }
+    b.ids = Tensor::from_vector(ids, {R, T});
+    b.types = Tensor::from_vector(types, {R, T});
+    b.mask = Tensor::from_vector(mask, {R, T});
+    return b;
+  }
+
+  Batch eval_batch(const EvalSplit& e, int64_t index) const {
+    const int64_t B = cfg_.train.batch_size, n = static_cast<int64_t>(e.items.size());
+    std::vector<int64_t> which;
+    for (int64_t k = index * B; k < std::min(n, (index + 1) * B); ++k) which.push_back(k);
+    if (which.empty()) fail("finetune", "{}: batch {} is past the end of split {}", spec_.name, index, e.data.split);
+    return batch_of(e.items, which);
+  }
+  Batch split_batch(Split split, int64_t index) const {
+    return split == Split::train ? batch_of(train_, train_order(index)) : eval_batch(evals_.front(), index);
+  }
+
+  // ---- the model with its head --------------------------------------------------------------
+
+  // classify/regress: (N, K); choice: (N·endings, 1); span: (R, T, 2).
+  Var forward(const Batch& b, bool training, uint64_t step, std::vector<AttentionMaps>* maps) {
+    const int64_t R = b.ids.size(0), T = b.ids.size(1);
+    if (gpt_) {
+      const Var h = gpt_->hidden(b.ids, b.mask, training, step, maps);
+      std::vector<int32_t> rows(static_cast<size_t>(R));
+      for (int64_t i = 0; i < R; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T + b.lengths[static_cast<size_t>(i)] - 1);
+      return linear(embedding(reshape(h, {-1, h.size(-1)}), Tensor::from_vector(rows, {R})), score_w_);
+    }
+    const Var h = bert_->encode(b.ids, b.types, b.mask, training, step, maps);  // (R,T,C)
+    if (spec_.kind == Kind::span) return linear(h, qa_w_, qa_b_);
+    std::vector<int32_t> rows(static_cast<size_t>(R));
+    for (int64_t i = 0; i < R; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T);
+    const Var cls = embedding(reshape(h, {-1, h.size(-1)}), Tensor::from_vector(rows, {R}));
+    Var pooled = tanh_composite(linear(cls, pool_w_, pool_b_));
+    const RngKey key{cfg_.train.seed, name_stream("classifier.dropout"), step << 32};
+    pooled = dropout(pooled, cfg_.model.dropout, key, training);
+    return linear(pooled, cls_w_, cls_b_);
+  }
+
+  // Start and end logits (R,T) each, the padding pushed to -1e4 so it takes no probability.
+  std::pair<Var, Var> span_logits(const Var& out, const Batch& b) const {
+    const int64_t R = b.ids.size(0), T = b.ids.size(1);
+    std::vector<float> bias(static_cast<size_t>(R * T), 0.f);
+    const std::vector<uint8_t> mask = b.mask.to_vector<uint8_t>();
+    for (size_t k = 0; k < bias.size(); ++k) bias[k] = mask[k] ? 0.f : -1e4f;
+    const Var pad(Tensor::from_vector(bias, {R, T}));
+    const Var s = add(reshape(contiguous(slice(out, 2, 0, 1)), {R, T}), pad);
+    const Var e = add(reshape(contiguous(slice(out, 2, 1, 2)), {R, T}), pad);
+    return {s, e};
+  }
+
+  Var loss(const Batch& b, const Var& out) const {
+    const int64_t N = b.items;
+    switch (spec_.kind) {
+      case Kind::classify:
+        return cross_entropy(out, Tensor::from_vector(b.labels, {N}));
+      case Kind::regress: {
+        const Var d = sub(reshape(out, {N}), Var(Tensor::from_vector(b.scores, {N})));
+        return mean(mul(d, d));
+      }
+      case Kind::choice:
+        return cross_entropy(reshape(out, {N, b.rows_per_item}), Tensor::from_vector(b.labels, {N}));
+      case Kind::span: {
+        const auto [s, e] = span_logits(out, b);
+        return scale(add(cross_entropy(s, Tensor::from_vector(b.starts, {N})),
+                         cross_entropy(e, Tensor::from_vector(b.ends, {N}))),
+                     0.5);
+      }
+      default:
+        fail("finetune", "{}: no training loss", spec_.name);
+    }
+  }
+
+  // Every example of a split through the model: the official metrics, and the summed loss.
+  nlohmann::json evaluate_split(const EvalSplit& e, double& loss_sum) {
+    const int64_t B = cfg_.train.batch_size, n = static_cast<int64_t>(e.items.size());
+    std::vector<int32_t> pred;
+    std::vector<double> pred_score;
+    std::vector<std::vector<float>> starts, ends;
+    for (int64_t i = 0; i * B < n; ++i) {
+      const Batch b = eval_batch(e, i);
+      const Var out = forward(b, false, 0, nullptr);
+      const bool labeled = spec_.kind == Kind::regress ||
+                           std::all_of(b.labels.begin(), b.labels.end(), [](int32_t l) { return l >= 0; });
+      if (labeled) loss_sum += loss(b, out).data().item() * static_cast<double>(b.items);
+      if (spec_.kind == Kind::span) {
+        const auto [s, en] = span_logits(out, b);
+        const std::vector<float> sv = s.data().to_vector<float>(), ev = en.data().to_vector<float>();
+        const int64_t T = b.ids.size(1);
+        for (int64_t r = 0; r < b.items; ++r) {
+          const auto len = b.lengths[static_cast<size_t>(r)];
+          starts.emplace_back(sv.begin() + r * T, sv.begin() + r * T + len);
+          ends.emplace_back(ev.begin() + r * T, ev.begin() + r * T + len);
+        }
+        continue;
+      }
+      const std::vector<float> v = out.data().to_vector<float>();
+      const int64_t K = spec_.kind == Kind::choice ? b.rows_per_item : out.size(-1);
+      for (int64_t r = 0; r < b.items; ++r) {
+        const float* row = v.data() + r * K;
+        if (spec_.kind == Kind::regress) pred_score.push_back(row[0]);
+        pred.push_back(static_cast<int32_t>(std::max_element(row, row + K) - row));
+      }
+    }
+    if (spec_.kind == Kind::span) return span_metrics(e, starts, ends);
+    const bool unlabeled = (spec_.kind == Kind::choice ? e.data.choice.examples.front().label
+                                                       : e.data.text.examples.front().label) < 0 &&
+                           spec_.kind != Kind::regress;
+    if (unlabeled) return {{"unlabeled", true}, {"examples", n}};
+    return finetune::split_metrics(spec_, e.data, pred, pred_score);
+  }
+
+  nlohmann::json span_metrics(const EvalSplit& e, const std::vector<std::vector<float>>& starts,
+                              const std::vector<std::vector<float>>& ends) const {
+    squad::PredictOptions o;
+    o.n_best = cfg_.data.n_best, o.max_answer_length = cfg_.data.max_answer_length;
+    o.version_2 = spec_.name == "squad/v2.0";
+    const auto preds = squad::predict(e.data.squad.examples, e.squad, starts, ends, *tok_, o);
+    std::vector<metrics::SquadGold> gold;
+    for (const bench::SquadExample& x : e.data.squad.examples) {
+      metrics::SquadGold g{x.id, {}};
+      for (const bench::SquadAnswer& a : x.answers) g.answers.push_back(a.text);
+      gold.push_back(std::move(g));
+    }
+    return metrics::to_json(metrics::squad_evaluate(gold, preds), o.version_2);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_finetune_task(const RunConfig& cfg) { return std::make_unique<FinetuneTask>(cfg, true); }
+
+namespace finetune {
+std::unique_ptr<Task> make_eval_task(const RunConfig& cfg) { return std::make_unique<FinetuneTask>(cfg, false); }
+}  // namespace finetune
+
+}  // namespace saobp

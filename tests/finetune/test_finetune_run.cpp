@@ -1,0 +1,236 @@
+// Fine-tuning end to end on the benchmark fixtures (tests/fixtures/, the official formats): a
+// tiny BERT and a tiny GPT-2 are pretrained for a few steps on a text corpus, then each task
+// family is fine-tuned from the checkpoint (--init) and evaluated, and results.json is checked;
+// --init from a Hugging Face BertModel-layout folder; a decoder scored zero-shot and on WikiText;
+// a fine-tuned checkpoint re-evaluated by `eval --task` gives the same metrics; a mismatched
+// body is an error naming the tensor.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/fs.h"
+#include "finetune/finetune.h"
+#include "model/safetensors.h"
+#include "support.h"
+#include "train/trainer.h"
+
+using namespace saobp;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFixtures = std::string(SAOBP_SOURCE_DIR) + "/tests/fixtures";
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("saobp-ft-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// A corpus of the fixtures' own words, so the vocabulary covers them.
+void write_corpus(const std::string& path) {
+  std::ofstream out(path);
+  for (const auto& e : fs::recursive_directory_iterator(kFixtures)) {
+    if (!e.is_regular_file() || e.path().extension() == ".feat") continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      for (char& c : line)
+        if (c == '\t' || c == '{' || c == '}' || c == '"') c = ' ';
+      out << line << "\n\n";
+    }
+  }
+}
+
+// A tiny model pretrained 4 steps on the corpus: a checkpoint folder with its tokenizer.
+std::string pretrain(const std::string& dir, const std::string& family) {
+  const std::string corpus = dir + "/corpus.txt";
+  write_corpus(corpus);
+  const RunConfig cfg = load_config(
+      "", {"model.family=" + family, "model.preset=custom", "model.vocab_size=600", "model.hidden=32", "model.layers=2",
+           "model.heads=2", "model.intermediate=64", "model.max_positions=64", "model.attention=bp_high",
+           "train.seq_len=32", "train.batch_size=4", "train.max_steps=4", "train.warmup_steps=1", "train.lr=3e-3",
+           "train.eval_every=0", "train.log_every=0", "train.save_every=0", "data.kind=text", "data.path=" + corpus,
+           "data.vocab_size=600", "data.valid_fraction=0.1", "train.threads=1", "train.run_dir=" + dir + "/pre"});
+  TrainOptions o;
+  o.quiet = true;
+  return train(cfg, o).final_checkpoint;
+}
+
+std::vector<std::string> quick(const std::string& run_dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"train.epochs=1",       "train.batch_size=2", "train.seq_len=48",
+                                "train.log_every=0",    "train.threads=1",    "train.run_dir=" + run_dir,
+                                "data.max_query_length=12", "data.doc_stride=16"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return o;
+}
+
+nlohmann::json run_ft(const std::string& init, const std::string& task, const std::string& data,
+                        const std::string& run_dir, std::vector<std::string> extra = {}) {
+  finetune::FinetuneOptions o;
+  o.init = init, o.task = task, o.data = data, o.overrides = quick(run_dir, std::move(extra)), o.quiet = true;
+  const nlohmann::json r = finetune::run_finetune(o);
+  // results.json on disk is what the function returned.
+  CHECK(nlohmann::json::parse(read_file(run_dir + "/results.json")) == r);
+  return r;
+}
+
+bool is_fraction(const nlohmann::json& v) { return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1; }
+
+}  // namespace
+
+TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[finetune][slow]") {
+  const std::string dir = temp_dir("bert");
+  const std::string ckpt = pretrain(dir, "bert");
+
+  SECTION("classification (SST-2): results.json, id2label, head initialized, body loaded") {
+    const nlohmann::json r = run_ft(ckpt, "glue/sst2", kFixtures + "/glue", dir + "/sst2");
+    CHECK(r["task"] == "glue/sst2");
+    CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
+    CHECK(r["evaluations"].size() == 1);  // one epoch, evaluated at its end
+    CHECK(r["evaluations"][0]["epoch"] == 1);
+    const nlohmann::json cfg = nlohmann::json::parse(read_file(dir + "/sst2/final/config.json"));
+    CHECK(cfg["architectures"][0] == "BertForSequenceClassification");
+    CHECK(cfg["id2label"]["1"] == "positive");
+    const nlohmann::json rep = nlohmann::json::parse(read_file(dir + "/sst2/init_report.json"));
+    CHECK(rep["initialized"].size() == 4);  // pooler and classifier, weight and bias
+    CHECK(rep["unused"].size() == 5);       // the MLM head
+    // The run resumes from its config: the results of `eval --task` equal the run's.
+    finetune::EvalOptions e{dir + "/sst2/final", "glue/sst2", kFixtures + "/glue", false, {"train.threads=1"}, false};
+    CHECK(finetune::evaluate_benchmark(e)["metrics"] == r["metrics"]);
+  }
+  SECTION("MNLI reports matched and mismatched, MRPC F1, CoLA MCC, STS-B regression") {
+    const nlohmann::json m = run_ft(ckpt, "glue/mnli", kFixtures + "/glue", dir + "/mnli");
+    CHECK(is_fraction(m["metrics"]["dev_matched"]["accuracy"]));
+    CHECK(is_fraction(m["metrics"]["dev_mismatched"]["accuracy"]));
+    CHECK(m["metrics"]["dev_matched"].size() == 1);
+    const nlohmann::json mrpc = run_ft(ckpt, "glue/mrpc", kFixtures + "/glue", dir + "/mrpc");
+    CHECK(mrpc["metrics"]["dev"].contains("f1"));
+    const nlohmann::json cola = run_ft(ckpt, "glue/cola", kFixtures + "/glue", dir + "/cola");
+    CHECK(cola["metrics"]["dev"].contains("matthews_correlation"));
+    const nlohmann::json s = run_ft(ckpt, "glue/stsb", kFixtures + "/glue", dir + "/stsb");
+    CHECK(s["metrics"]["dev"].contains("pearson"));
+    CHECK(s["metrics"]["dev"].contains("spearmanr"));
+    CHECK(nlohmann::json::parse(read_file(dir + "/stsb/final/config.json"))["problem_type"] == "regression");
+  }
+  SECTION("multiple choice (RACE, HellaSwag) and long inputs are cut and counted") {
+    const nlohmann::json r = run_ft(ckpt, "race/middle", kFixtures + "/race/RACE", dir + "/race");
+    CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
+    CHECK(is_fraction(r["metrics"]["test"]["accuracy"]));
+    CHECK(r["truncated"]["train"].get<int64_t>() > 0);  // the articles exceed 48 tokens
+    const nlohmann::json h = run_ft(ckpt, "hellaswag", kFixtures + "/hellaswag", dir + "/hs");
+    CHECK(is_fraction(h["metrics"]["val"]["accuracy"]));
+    CHECK(nlohmann::json::parse(read_file(dir + "/hs/final/config.json"))["architectures"][0] ==
+          "BertForMultipleChoice");
+  }
+  SECTION("span extraction (SQuAD v1.1 and v2.0) with a document stride") {
+    const std::string data = dir + "/squad-data";
+    fs::create_directories(data);
+    for (const char* v : {"1.1", "2.0"}) {
+      fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/dev-v" + v + ".json");
+      fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/train-v" + v + ".json");
+    }
+    const nlohmann::json a = run_ft(ckpt, "squad/v1.1", data, dir + "/sq1");
+    CHECK(a["metrics"]["dev"]["exact_match"].get<double>() >= 0);
+    CHECK(a["metrics"]["dev"]["f1"].get<double>() >= a["metrics"]["dev"]["exact_match"].get<double>());
+    const nlohmann::json b = run_ft(ckpt, "squad/v2.0", data, dir + "/sq2");
+    CHECK(b["metrics"]["dev"].contains("HasAns_exact"));
+    CHECK(b["metrics"]["dev"].contains("NoAns_exact"));
+    CHECK(nlohmann::json::parse(read_file(dir + "/sq2/final/config.json"))["architectures"][0] ==
+          "BertForQuestionAnswering");
+  }
+  SECTION("BoolQ, IMDb, the sentence TSV; malformed rows skipped and counted") {
+    CHECK(is_fraction(run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq")["metrics"]["dev"]["accuracy"]));
+    CHECK(is_fraction(run_ft(ckpt, "imdb", kFixtures + "/imdb", dir + "/imdb")["metrics"]["test"]["accuracy"]));
+    const std::string data = dir + "/tsv";
+    fs::create_directories(data);
+    fs::copy_file(kFixtures + "/sentence_tsv/labels.txt", data + "/labels.txt");
+    fs::copy_file(kFixtures + "/sentence_tsv/dev.tsv", data + "/dev.tsv");
+    std::string train = read_file(kFixtures + "/sentence_tsv/train.tsv") + "a row without its label\n";
+    write_file_atomic(data + "/train.tsv", train);
+    REQUIRE_THROWS_WITH(run_ft(ckpt, "sentence-tsv", data, dir + "/tsv-run"),
+                        Catch::Contains("train.tsv:") && Catch::Contains("[benchmarks]"));
+    const nlohmann::json r = run_ft(ckpt, "sentence-tsv", data, dir + "/tsv-run", {"data.skip_bad_rows=true"});
+    CHECK(r["skipped_rows"]["train"]["rows"] == 1);
+  }
+  SECTION("a body that does not match the model is an error naming the tensor") {
+    REQUIRE_THROWS_WITH(run_ft(ckpt, "glue/sst2", kFixtures + "/glue", dir + "/bad", {"model.intermediate=96"}),
+                        Catch::Contains("bert.encoder.layer.0.intermediate.dense.weight"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("finetune: --init from a Hugging Face BertModel folder", "[finetune][slow]") {
+  const std::string dir = temp_dir("hf");
+  const std::string ckpt = pretrain(dir, "bert");
+  // The folder as Hugging Face publishes a BertModel: no "bert." prefix, no MLM head, legacy
+  // LayerNorm names, a config.json of Hugging Face's keys only, vocab.txt.
+  const std::string hf = dir + "/hf";
+  fs::create_directories(hf);
+  std::vector<NamedTensor> ts;
+  for (const NamedTensor& t : load_safetensors(ckpt + "/model.safetensors").tensors) {
+    if (t.name.rfind("bert.", 0) != 0) continue;
+    std::string n = t.name.substr(5);
+    if (n.find("LayerNorm.weight") != std::string::npos) n.replace(n.find("weight"), 6, "gamma");
+    else if (n.find("LayerNorm.bias") != std::string::npos) n.replace(n.find("bias"), 4, "beta");
+    ts.push_back({n, t.tensor});
+  }
+  save_safetensors(hf + "/model.safetensors", ts);
+  fs::copy_file(ckpt + "/vocab.txt", hf + "/vocab.txt");
+  const nlohmann::json c = {{"architectures", {"BertModel"}}, {"attention_probs_dropout_prob", 0.1},
+                            {"hidden_act", "gelu"},           {"hidden_dropout_prob", 0.1},
+                            {"hidden_size", 32},              {"initializer_range", 0.02},
+                            {"intermediate_size", 64},        {"layer_norm_eps", 1e-12},
+                            {"max_position_embeddings", 64},  {"model_type", "bert"},
+                            {"num_attention_heads", 2},       {"num_hidden_layers", 2},
+                            {"pad_token_id", 0},              {"type_vocab_size", 2},
+                            {"vocab_size", 600}};
+  write_file_atomic(hf + "/config.json", c.dump(2));
+  // Softmax attention (no saobp fields); fine-tune it with BP-High, a study the paper does not do.
+  const nlohmann::json r = run_ft(hf, "glue/sst2", kFixtures + "/glue", dir + "/run", {"model.attention=bp_high"});
+  CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
+  const nlohmann::json rep = nlohmann::json::parse(read_file(dir + "/run/init_report.json"));
+  CHECK(rep["unused"].empty());
+  CHECK(rep["renamed"].size() == rep["loaded"].size());  // every body tensor: no "bert." prefix
+  CHECK(rep["renamed"]["bert.embeddings.LayerNorm.weight"] == "embeddings.LayerNorm.gamma");
+  CHECK(read_file(dir + "/run/final/config.toml").find("attention = \"bp_high\"") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText", "[finetune][slow]") {
+  const std::string dir = temp_dir("gpt2");
+  const std::string ckpt = pretrain(dir, "gpt2");
+  const nlohmann::json r = run_ft(ckpt, "glue/rte", kFixtures + "/glue", dir + "/rte");
+  CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
+  CHECK(nlohmann::json::parse(read_file(dir + "/rte/final/config.json"))["architectures"][0] ==
+        "GPT2ForSequenceClassification");
+  REQUIRE_THROWS_WITH(run_ft(ckpt, "race/middle", kFixtures + "/race/RACE", dir + "/x"),
+                      Catch::Contains("zero-shot"));
+
+  finetune::EvalOptions z{ckpt, "race/middle", kFixtures + "/race/RACE", true, {"train.threads=1"}, false};
+  const nlohmann::json race = finetune::evaluate_benchmark(z);
+  for (const char* split : {"dev", "test"}) {
+    CHECK(is_fraction(race["metrics"][split]["accuracy"]));
+    CHECK(is_fraction(race["metrics"][split]["accuracy_length_normalized"]));
+    CHECK(race["metrics"][split]["examples_per_s"].get<double>() > 0);
+  }
+  z.task = "boolq", z.data = kFixtures + "/boolq";
+  CHECK(is_fraction(finetune::evaluate_benchmark(z)["metrics"]["dev"]["accuracy"]));
+
+  // Perplexity: the window stride changes the contexts but every token is scored once.
+  finetune::EvalOptions w{ckpt, "wikitext", kFixtures + "/wikitext/wikitext-2-raw", false,
+                          {"train.threads=1", "train.seq_len=16", "data.window_stride=8"}, false};
+  const nlohmann::json a = finetune::evaluate_benchmark(w);
+  w.overrides = {"train.threads=1", "train.seq_len=16", "data.window_stride=16"};
+  const nlohmann::json b = finetune::evaluate_benchmark(w);
+  const nlohmann::json& ma = a["metrics"]["test"];
+  CHECK(ma["tokens"] == b["metrics"]["test"]["tokens"]);
+  CHECK(ma["windows"].get<int64_t>() > b["metrics"]["test"]["windows"].get<int64_t>());
+  CHECK(std::isfinite(ma["perplexity"].get<double>()));
+  CHECK(ma["perplexity"].get<double>() > 1);
+  CHECK(ma["perplexity"].get<double>() < 600 * 4);  // a 4-step model is near uniform over 600 tokens
+  fs::remove_all(dir);
+}

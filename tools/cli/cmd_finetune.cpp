@@ -1,0 +1,58 @@
+// `saobp finetune --init DIR --task NAME --data DIR [section.key=value ...]` and the benchmark
+// side of `saobp eval` (--task, --data, --zero-shot): src/finetune/finetune.h.
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "core/fs.h"
+#include "finetune/benchmark.h"
+#include "finetune/finetune.h"
+
+namespace saobp::cli {
+
+namespace {
+
+std::string task_list() {
+  std::string s;
+  for (const std::string& n : finetune::benchmark_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+void register_finetune(CLI::App& app) {
+  static finetune::FinetuneOptions o;
+  CLI::App* sub = app.add_subcommand(
+      "finetune", "Fine-tune a pretrained model (ours or a Hugging Face folder) on a benchmark; writes RUN_DIR/results.json");
+  sub->add_option("--init", o.init, "the pretrained model folder")->required();
+  sub->add_option("--task", o.task, "the benchmark: " + task_list())->required();
+  sub->add_option("--data", o.data, "the benchmark's files as distributed (docs/finetune.md)")->required();
+  sub->add_option("--recipe", o.recipe, "a recipe TOML replacing the task's (configs/finetune/)");
+  sub->add_option("--resume", o.resume, "continue this checkpoint of the fine-tuning run");
+  sub->add_option("overrides", o.overrides, "section.key=value settings that replace the recipe's");
+  sub->add_flag("--quiet", o.quiet, "no per-step log lines");
+  add_command(sub, [] {
+    const nlohmann::json r = finetune::run_finetune(o);
+    fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
+    return 0;
+  });
+}
+
+int run_benchmark_eval(const std::string& checkpoint, const std::string& task, const std::string& data,
+                       bool zero_shot, const std::vector<std::string>& overrides, std::string out) {
+  if (data.empty()) throw CLI::ValidationError("--task needs --data: the benchmark's files");
+  finetune::EvalOptions e{checkpoint, task, data, zero_shot, overrides, true};
+  const nlohmann::json r = finetune::evaluate_benchmark(e);
+  if (out.empty()) {
+    std::string slug = task;
+    for (char& c : slug)
+      if (c == '/') c = '-';
+    out = (std::filesystem::path("runs/eval") / (slug + (zero_shot ? "-zero-shot" : "")) / "results.json").string();
+  }
+  const std::filesystem::path p(out);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  write_file_atomic(out, r.dump(2) + "\n");
+  fmt::print("results: {}\n", out);
+  return 0;
+}
+
+}  // namespace saobp::cli
