@@ -300,6 +300,15 @@ class FinetuneTask : public Task {
       e.items = encode_split(e.data, false, e.truncated, &e.squad);
       evals_.push_back(std::move(e));
     }
+    auto note = [&](const finetune::SplitData& d, int64_t cut) {
+      const bench::ReadStats& st = d.stats();
+      fmt::print("data: {} {}: {} examples{}{}\n", spec_.name, d.split, d.size(),
+                 cut ? fmt::format(", {} cut to train.seq_len = {} tokens", cut, cfg_.train.seq_len) : "",
+                 st.skipped ? fmt::format(", {} malformed rows skipped (first: {})", st.skipped, st.skipped_at.front())
+                            : "");
+    };
+    if (with_train) note(train_data_, train_truncated_);
+    for (const EvalSplit& e : evals_) note(e.data, e.truncated);
     if (spec_.kind == Kind::classify) {
       labels_ = finetune::label_names(with_train ? train_data_ : evals_.front().data);
       if (labels_.size() < 2) fail("finetune", "{}: {} labels; classification needs at least 2", spec_.name, labels_.size());

@@ -4,11 +4,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -45,9 +49,34 @@ void push_layers(LayerSeries& s, const std::vector<double>& v, size_t line) {
   for (size_t l = 0; l < v.size(); ++l) s[l][line] = v[l];
 }
 
+// Bookkeeping numbers that sit beside the metrics of a split (counts, sizes, speeds): neither
+// curves nor results columns.
+bool is_bookkeeping(const std::string& key) {
+  static const std::set<std::string> k = {"examples", "total",        "HasAns_total",   "NoAns_total",
+                                          "missing",  "tokens",       "windows",        "max_length",
+                                          "stride",   "tokens_per_s", "examples_per_s", "truncated_prompts"};
+  return k.count(key) > 0;
+}
+
+using MetricKey = std::pair<std::string, std::string>;  // (split, metric)
+
+// The (split, metric) numbers of an {"<split>": {"<metric>": value, ...}, ...} object.
+std::vector<std::pair<MetricKey, double>> split_metrics(const nlohmann::json& j) {
+  std::vector<std::pair<MetricKey, double>> out;
+  if (!j.is_object()) return out;
+  for (const auto& [split, ms] : j.items()) {
+    if (!ms.is_object()) continue;
+    for (const auto& [key, v] : ms.items())
+      if (v.is_number() && !is_bookkeeping(key)) out.push_back({{split, key}, v.get<double>()});
+  }
+  return out;
+}
+
 struct Metrics {
   std::vector<double> step, loss, lr;                       // every logged step
   std::vector<double> eval_step, eval_loss, eval_accuracy;  // every evaluation
+  std::vector<double> eval_epoch;                           // the epoch an evaluation ends, else NaN
+  std::map<MetricKey, std::vector<double>> eval_metrics;    // fine-tuning: per evaluation, NaN if absent
   LayerSeries eval_gtd, eval_entropy, eval_gtd_softmax, eval_entropy_softmax;
   std::vector<double> skip_step;
   LayerSeries skip_rate;
@@ -77,6 +106,13 @@ Metrics read_metrics(const std::string& path) {
       m.eval_step.push_back(step);
       m.eval_loss.push_back(number(j, "eval_loss"));
       m.eval_accuracy.push_back(number(j, "eval_accuracy"));
+      m.eval_epoch.push_back(number(j, "epoch"));
+      if (auto em = j.find("eval_metrics"); em != j.end())
+        for (const auto& [key, v] : split_metrics(*em)) {
+          std::vector<double>& s = m.eval_metrics[key];
+          s.resize(i, kNaN);
+          s.push_back(v);
+        }
       push_layers(m.eval_gtd, numbers(j, "eval_gtd"), i);
       push_layers(m.eval_entropy, numbers(j, "eval_entropy"), i);
       push_layers(m.eval_gtd_softmax, numbers(j, "eval_gtd_softmax"), i);
@@ -92,7 +128,28 @@ Metrics read_metrics(const std::string& path) {
       }
     }
   }
+  for (auto& [key, s] : m.eval_metrics) s.resize(m.eval_step.size(), kNaN);
   return m;
+}
+
+// A results.json of `saobp finetune` (in its run directory) or `saobp eval --task`.
+struct Result {
+  std::string name, color, path;  // color: the run's, "" for an evaluation without a run
+  nlohmann::json j;
+};
+
+nlohmann::json read_results(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("report", "{}: not JSON: {}", path, e.what());
+  }
+  if (!j.is_object() || !j.contains("metrics") || !j["metrics"].is_object())
+    fail("report",
+         "{}: no \"metrics\" object (expected the results.json of `saobp finetune` or `saobp eval --task`)",
+         path);
+  return j;
 }
 
 struct Run {
@@ -104,6 +161,7 @@ struct Run {
   bool identical = false;     // A == B (attention "original")
   std::string analysis_from;  // where a/b came from
   Inspection sample;
+  std::string results_path;  // RUN_DIR/results.json of a fine-tuning run, "" when absent
 };
 
 std::string base_name(const std::string& dir) {
@@ -121,8 +179,9 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
   if (!fs::is_directory(dir)) fail("report", "run directory {} does not exist", dir);
   const fs::path metrics = fs::path(dir) / "metrics.jsonl", final_dir = fs::path(dir) / "final";
   if (!fs::is_regular_file(metrics))
-    fail("report", "run {} has no metrics.jsonl (expected {}): is it a `saobp train` run directory?", dir,
-         metrics.string());
+    fail("report",
+         "run {} has no metrics.jsonl (expected {}) nor results.json: is it a `saobp train` run directory?",
+         dir, metrics.string());
   if (!fs::is_regular_file(final_dir / "config.json") || !fs::is_regular_file(final_dir / "config.toml"))
     fail("report",
          "run {} has no final checkpoint ({} with config.json and config.toml): did training finish?", dir,
@@ -162,6 +221,8 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
   r.a = layer_metrics_from_json(report, "attn", r.analysis_from);
   r.b = layer_metrics_from_json(report, "probs", r.analysis_from);
   r.sample = inspect_sample(final_dir.string(), opt.sample_index);
+  if (fs::is_regular_file(fs::path(dir) / "results.json"))
+    r.results_path = (fs::path(dir) / "results.json").string();
   return r;
 }
 
@@ -187,6 +248,10 @@ std::vector<double> iota(size_t n) {
 struct Page {
   std::string html;
   std::vector<std::string> figures;  // every chart id, checked by the inline script
+  int sections = 0;                  // numbered in order: a section without data is left out
+  void section(const char* id, const std::string& title) {
+    html += fmt::format("<h2 id=\"{}\">{}. {}</h2>\n", id, ++sections, svg::escape(title));
+  }
   void add(const std::string& id, const std::string& svg) {
     figures.push_back(id);
     html += "<div class=\"fig\">" + svg + "</div>\n";
@@ -213,12 +278,18 @@ double last_finite(const std::vector<double>& v) {
   return kNaN;
 }
 
-void header(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
+void header(Page& p, const std::vector<Run>& runs, size_t evaluations, const ReportOptions& opt) {
   p.html += "<h1>saobp training report</h1>\n";
+  const std::string evals =
+      evaluations ? fmt::format(" &middot; {} evaluation result(s) without a run", evaluations) : "";
+  if (runs.empty()) {
+    p.html += fmt::format("<p class=\"meta\">Generated {}{}</p>\n", utc_now(), evals);
+    return;
+  }
   p.html += fmt::format(
-      "<p class=\"meta\">Generated {} &middot; {} run(s) &middot; end-of-training metrics over {} "
+      "<p class=\"meta\">Generated {} &middot; {} run(s){} &middot; end-of-training metrics over {} "
       "validation samples (unless read from analysis.json) &middot; heatmap sample {}</p>\n",
-      utc_now(), runs.size(), opt.samples, opt.sample_index);
+      utc_now(), runs.size(), evals, opt.samples, opt.sample_index);
   p.html +=
       "<table><tr><th></th><th>run</th><th>family</th><th>size</th><th>attention</th><th>&lambda;</th>"
       "<th>steps</th><th>final train loss</th><th>final eval loss</th><th>eval accuracy</th>"
@@ -242,7 +313,8 @@ void header(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
 }
 
 void training_curves(Page& p, const std::vector<Run>& runs) {
-  p.html += "<h2 id=\"training\">1. Training curves</h2>\n<div class=\"row\">\n";
+  p.section("training", "Training curves");
+  p.html += "<div class=\"row\">\n";
   svg::LineChart loss{"fig-train-loss", "Training loss", "step", "loss", {}};
   svg::LineChart eval{"fig-eval-loss", "Eval loss", "step", "eval loss", {}};
   svg::LineChart lr{"fig-lr", "Learning rate", "step", "learning rate", {}};
@@ -257,6 +329,127 @@ void training_curves(Page& p, const std::vector<Run>& runs) {
   p.html += "</div>\n";
 }
 
+// A name usable in an element id: letters, digits and '_' kept, anything else '-'.
+std::string id_part(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '-';
+  return out;
+}
+
+// Fine-tuning runs (eval_metrics in metrics.jsonl): one chart per (split, metric), a line per run
+// over the step, epoch ends marked. Nothing when no run has them.
+void finetune_curves(Page& p, const std::vector<Run>& runs) {
+  std::set<MetricKey> keys;
+  for (const Run& r : runs)
+    for (const auto& [key, v] : r.metrics.eval_metrics) keys.insert(key);
+  if (keys.empty()) return;
+  p.section("finetune", "Fine-tuning curves");
+  p.html += "<div class=\"row\">\n";
+  bool epochs = false;
+  for (const MetricKey& key : keys) {
+    const auto& [split, metric] = key;
+    const std::string id = "fig-ft-" + id_part(split) + "-" + id_part(metric);
+    svg::LineChart c{id, split + ": " + metric, "step", metric, {}};
+    for (const Run& r : runs) {
+      auto it = r.metrics.eval_metrics.find(key);
+      if (it == r.metrics.eval_metrics.end()) continue;
+      c.series.push_back({r.label, r.color, r.metrics.eval_step, it->second, false, true});
+      for (size_t i = 0; i < r.metrics.eval_epoch.size(); ++i)
+        if (std::isfinite(r.metrics.eval_epoch[i]))
+          c.marks.push_back(
+              {r.metrics.eval_step[i], fmt::format("e{:.0f}", r.metrics.eval_epoch[i]), r.color});
+    }
+    epochs = epochs || !c.marks.empty();
+    p.add(id, svg::line_chart(c));
+  }
+  p.html += "</div>\n";
+  p.caption(
+      std::string("The eval_metrics of every evaluation in metrics.jsonl, one chart per split and metric "
+                  "(SQuAD's exact match and F1 in percent, the others as fractions).") +
+      (epochs ? " Dotted verticals mark the ends of epochs (e1, e2, ... in the run's color)." : ""));
+}
+
+// A metric value: fractions with 4 decimals, percentages and perplexities with 2.
+std::string fmt_metric(double v) { return fmt_num(v, std::abs(v) < 10 ? "{:.4f}" : "{:.2f}"); }
+
+std::string json_text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "–";
+  return svg::escape(it->is_string() ? it->get<std::string>() : it->dump());
+}
+
+// {"<split>": n, ...} as "split n, split n".
+std::string split_counts(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object() || it->empty()) return "–";
+  std::string out;
+  for (const auto& [split, n] : it->items())
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", svg::escape(split),
+                       n.is_number() ? fmt_num(n.get<double>(), "{:.0f}") : svg::escape(n.dump()));
+  return out;
+}
+
+// One row per results.json (fine-tuning runs and `saobp eval --task` outputs), one column per
+// (split, metric) of their final "metrics". Nothing when there is none.
+void results_table(Page& p, const std::vector<Result>& results) {
+  if (results.empty()) return;
+  p.section("results", "Fine-tuning and evaluation results");
+  std::map<std::string, std::set<std::string>> columns;  // split -> metrics
+  for (const Result& r : results)
+    for (const auto& [key, v] : split_metrics(r.j["metrics"])) columns[key.first].insert(key.second);
+  const char* span = columns.empty() ? "" : " rowspan=\"2\"";
+  p.html += "<table class=\"results\"><tr>";
+  for (const char* h : {"", "run", "task", "attention", "family", "steps"})
+    p.html += fmt::format("<th{}>{}</th>", span, h);
+  for (const auto& [split, metrics] : columns)
+    p.html += fmt::format("<th colspan=\"{}\">{}</th>", metrics.size(), svg::escape(split));
+  for (const char* h : {"examples", "truncated", "file"}) p.html += fmt::format("<th{}>{}</th>", span, h);
+  p.html += "</tr>\n";
+  if (!columns.empty()) {
+    p.html += "<tr>";
+    for (const auto& [split, metrics] : columns)
+      for (const std::string& m : metrics) p.html += "<th>" + svg::escape(m) + "</th>";
+    p.html += "</tr>\n";
+  }
+  std::vector<std::string> skipped;
+  for (const Result& r : results) {
+    const nlohmann::json& j = r.j;
+    const std::string swatch =
+        r.color.empty() ? "" : fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>", r.color);
+    std::string task = json_text(j, "task");
+    if (j.value("zero_shot", false)) task += " (zero-shot)";
+    p.html += fmt::format("<tr><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                          swatch, svg::escape(r.name), task, json_text(j, "attention"),
+                          json_text(j, "family"), fmt_num(number(j, "steps"), "{:.0f}"));
+    const nlohmann::json& m = j["metrics"];
+    for (const auto& [split, metrics] : columns)
+      for (const std::string& key : metrics) {
+        double v = kNaN;
+        if (m.contains(split) && m[split].is_object()) v = number(m[split], key.c_str());
+        p.html += "<td class=\"num\">" + fmt_metric(v) + "</td>";
+      }
+    p.html += fmt::format("<td>{}</td><td>{}</td><td><code>{}</code></td></tr>\n",
+                          split_counts(j, "examples"), split_counts(j, "truncated"), svg::escape(r.path));
+    if (auto sk = j.find("skipped_rows"); sk != j.end() && sk->is_object())
+      for (const auto& [split, s] : sk->items()) {
+        const double rows = s.is_object() ? number(s, "rows") : kNaN;
+        if (!(rows > 0)) continue;
+        std::string first;
+        if (s.contains("first") && s["first"].is_array() && !s["first"].empty() && s["first"][0].is_string())
+          first = " (first: " + s["first"][0].get<std::string>() + ")";
+        skipped.push_back(fmt::format("{} {} {:.0f}{}", r.name, split, rows, first));
+      }
+  }
+  p.html += "</table>\n";
+  p.caption(
+      "Final metrics of each results.json (`saobp finetune`, `saobp eval --task`): SQuAD's exact match and "
+      "F1 in "
+      "percent, the others as fractions. Examples: examples read per split; truncated: examples cut to the "
+      "model's length.");
+  if (!skipped.empty()) p.caption(fmt::format("Malformed rows skipped: {}.", fmt::join(skipped, "; ")));
+}
+
 std::string identical_note(const std::vector<Run>& runs) {
   std::vector<std::string> names;
   for (const Run& r : runs)
@@ -267,9 +460,8 @@ std::string identical_note(const std::vector<Run>& runs) {
 }
 
 void layer_figures(Page& p, const std::vector<Run>& runs) {
-  p.html +=
-      "<h2 id=\"layers\">2. Per-layer attention metrics at the end of training (paper Fig. 4)</h2>\n"
-      "<div class=\"row\">\n";
+  p.section("layers", "Per-layer attention metrics at the end of training (paper Fig. 4)");
+  p.html += "<div class=\"row\">\n";
   struct Metric {
     const char* id;
     const char* title;
@@ -302,8 +494,8 @@ void layer_figures(Page& p, const std::vector<Run>& runs) {
 }
 
 void head_entropy(Page& p, const std::vector<Run>& runs) {
-  p.html +=
-      "<h2 id=\"heads\">3. Last-layer head entropy (paper Fig. 4, column 4)</h2>\n<div class=\"row\">\n";
+  p.section("heads", "Last-layer head entropy (paper Fig. 4, column 4)");
+  p.html += "<div class=\"row\">\n";
   svg::BarChart c{
       "fig-head-entropy", "Entropy of each head of the last layer", "head", "entropy (nats)", {}, {}};
   size_t heads = 0;
@@ -320,7 +512,7 @@ void head_entropy(Page& p, const std::vector<Run>& runs) {
 }
 
 void trends(Page& p, const std::vector<Run>& runs) {
-  p.html += "<h2 id=\"trends\">4. Per-layer eval GTD and entropy over training</h2>\n";
+  p.section("trends", "Per-layer eval GTD and entropy over training");
   size_t layers = 0;
   for (const Run& r : runs)
     layers = std::max({layers, r.metrics.eval_gtd.size(), r.metrics.eval_entropy.size()});
@@ -383,7 +575,7 @@ std::vector<double> head_grid(const Tensor& maps, int64_t h, int64_t max_side, i
 }
 
 void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
-  p.html += "<h2 id=\"heatmaps\">5. Attention heatmaps (paper Fig. 6)</h2>\n";
+  p.section("heatmaps", "Attention heatmaps (paper Fig. 6)");
   p.caption(
       fmt::format("Validation sample {} of each run, head 0 of every layer: rows are queries, columns keys. "
                   "A (softmax) and B (refined) of a layer share one color scale.",
@@ -429,7 +621,7 @@ void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
 }
 
 void skip_rates(Page& p, const std::vector<Run>& runs) {
-  p.html += "<h2 id=\"skip\">6. Head-skip rates per layer</h2>\n";
+  p.section("skip", "Head-skip rates per layer");
   std::vector<std::string> off;
   svg::LineChart c{"fig-skip", "Fraction of (sample, head) skipped", "step", "skip rate", {}};
   c.width = 560;
@@ -470,6 +662,7 @@ th { background: #f2f2f2; }
 .row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
 .fig { border: 1px solid #eee; padding: 4px; }
 .caption { color: #555; font-size: 13px; max-width: 1100px; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
 </style>
 )";
 
@@ -477,7 +670,7 @@ th { background: #f2f2f2; }
 // laid-out <svg>: what the headless-browser test looks for.
 constexpr const char* kCheckScript = R"(<script>
 (function () {
-  var ids = document.body.getAttribute('data-figures').split(' '), bad = [];
+  var ids = document.body.getAttribute('data-figures').split(' ').filter(Boolean), bad = [];
   for (var i = 0; i < ids.length; i++) {
     var e = document.getElementById(ids[i]);
     if (!e || e.tagName.toLowerCase() !== 'svg' || e.childElementCount === 0) { bad.push(ids[i]); continue; }
@@ -513,20 +706,48 @@ std::string build_report(const ReportOptions& opt) {
   if (opt.runs.empty()) fail("report", "no run directory given");
   if (opt.samples < 1) fail("report", "--samples must be >= 1, got {}", opt.samples);
   if (opt.sample_index < 0) fail("report", "--sample-index must be >= 0, got {}", opt.sample_index);
+  // An argument is a run directory (metrics.jsonl and final/, a results.json beside them when
+  // fine-tuned), a results.json file, or a folder holding a results.json only (`saobp eval --task`).
   std::vector<Run> runs;
-  for (size_t i = 0; i < opt.runs.size(); ++i) runs.push_back(load_run(opt.runs[i], i, opt));
+  std::vector<Result> results;
+  size_t evaluations = 0;
+  for (const std::string& arg : opt.runs) {
+    const fs::path p(arg);
+    std::string file;
+    if (fs::is_regular_file(p))
+      file = arg;
+    else if (fs::is_directory(p) && !fs::exists(p / "metrics.jsonl") &&
+             fs::is_regular_file(p / "results.json"))
+      file = (p / "results.json").string();
+    if (!file.empty()) {
+      const fs::path folder = fs::absolute(file).parent_path();
+      results.push_back({base_name(folder.string()), "", file, read_results(file)});
+      ++evaluations;
+      continue;
+    }
+    runs.push_back(load_run(arg, runs.size(), opt));
+    const Run& r = runs.back();
+    if (!r.results_path.empty())
+      results.push_back({r.name, r.color, r.results_path, read_results(r.results_path)});
+  }
 
   Page p;
-  header(p, runs, opt);
-  training_curves(p, runs);
-  layer_figures(p, runs);
-  head_entropy(p, runs);
-  trends(p, runs);
-  heatmaps(p, runs, opt);
-  skip_rates(p, runs);
+  header(p, runs, evaluations, opt);
+  results_table(p, results);
+  if (!runs.empty()) {
+    training_curves(p, runs);
+    finetune_curves(p, runs);
+    layer_figures(p, runs);
+    head_entropy(p, runs);
+    trends(p, runs);
+    heatmaps(p, runs, opt);
+    skip_rates(p, runs);
+  }
 
   std::string names;
   for (const Run& r : runs) names += (names.empty() ? "" : ", ") + r.label;
+  for (const Result& r : results)
+    if (r.color.empty()) names += (names.empty() ? "" : ", ") + r.name;
   std::string ids;
   for (const std::string& id : p.figures) ids += (ids.empty() ? "" : " ") + id;
   return fmt::format(

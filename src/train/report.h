@@ -7,6 +7,13 @@
 // end-of-training metrics come from final/analysis.json (or final/analysis/analysis.json, the
 // default of `saobp analyze`) when one exists, else from analyze_checkpoint(final, {samples,
 // graph_metrics = false}).
+//
+// Fine-tuning (`saobp finetune`) adds two sections when the runs have their parts: curves of the
+// eval_metrics lines of metrics.jsonl (one chart per split and metric, epoch ends marked), and a
+// results table from RUN_DIR/results.json (one row per run, one column per split and metric, the
+// example and truncation counts). An argument may also be a results.json file or a folder holding
+// only one (`saobp eval --task`): it gets a row of the table and nothing else. Runs without these
+// parts render as before.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -16,7 +23,7 @@
 namespace saobp {
 
 struct ReportOptions {
-  std::vector<std::string> runs;  // run directories
+  std::vector<std::string> runs;  // run directories, results.json files or folders holding only one
   std::string out = "report.html";
   int64_t samples = 128;     // validation sequences averaged when analysis.json is absent
   int64_t sample_index = 0;  // the validation sample of the heatmaps
@@ -34,7 +41,8 @@ LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string&
                                      const std::string& source);
 
 // The page as a string (nothing written). Throws saobp::Error("[report] ...") naming the run
-// directory when its metrics.jsonl or final checkpoint is missing.
+// directory when its metrics.jsonl or final checkpoint is missing, or the results.json that is
+// not JSON or has no "metrics" object.
 std::string build_report(const ReportOptions& opt);
 
 // build_report, written atomically to opt.out.

@@ -194,9 +194,9 @@ namespace {
 // The plot area's white box, and a light horizontal grid line with its label at every y tick.
 template <class YMap>
 std::string plot_area(const Frame& f, const std::vector<double>& yt, YMap Y, double ystep) {
-  std::string out = fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n", num(f.left),
-      num(f.top), num(f.pw()), num(f.ph()));
+  std::string out =
+      fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fff\" stroke=\"#888\"/>\n",
+                  num(f.left), num(f.top), num(f.pw()), num(f.ph()));
   for (double v : yt) {
     out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", num(f.left),
                        num(Y(v)), num(f.left + f.pw()), num(Y(v)));
@@ -258,6 +258,20 @@ std::string line_chart(const LineChart& c) {
   if (!xr.found || !yr.found)
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
                        num(f.left + f.pw() / 2), num(f.top + f.ph() / 2));
+  std::vector<double> marked;  // the x of every mark drawn so far: labels at one x are stacked
+  for (const XMark& m : c.marks) {
+    if (!std::isfinite(m.x) || m.x < xlo || m.x > xhi) continue;
+    const int64_t below = std::count(marked.begin(), marked.end(), m.x);
+    marked.push_back(m.x);
+    out += fmt::format(
+        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1\" "
+        "stroke-dasharray=\"2 3\"/>",
+        num(X(m.x)), num(f.top), num(X(m.x)), num(f.top + f.ph()), m.color);
+    const bool right = X(m.x) > f.left + f.pw() - 24;  // near the right edge: the label on the left
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"9\" fill=\"{}\"{}>{}</text>\n",
+                       num(X(m.x) + (right ? -2 : 2)), num(f.top + 10 + 10 * static_cast<double>(below)),
+                       m.color, right ? " text-anchor=\"end\"" : "", escape(m.label));
+  }
   for (const Series& s : c.series) {
     const std::string dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
     std::vector<std::pair<double, double>> seg;
@@ -280,8 +294,9 @@ std::string line_chart(const LineChart& c) {
       }
       seg.emplace_back(X(s.x[i]), Y(s.y[i]));
       if (s.markers)
-        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>", num(X(s.x[i])),
-                           num(Y(s.y[i])), s.color);
+        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>",
+                           num(X(s.x[i])), num(Y(s.y[i])), s.color,
+                           escape(fmt::format("{}: {} {:g}, {:.4g}", s.name, c.xlabel, s.x[i], s.y[i])));
     }
     flush();
   }

@@ -37,7 +37,13 @@ struct Series {
   std::string color;
   std::vector<double> x, y;  // same length; a pair with a non-finite coordinate is a gap
   bool dashed = false;
-  bool markers = false;  // a dot on every point (isolated points always get one)
+  bool markers = false;  // a dot on every point, its values as a tooltip (isolated points always get a dot)
+};
+
+// A dotted vertical line across the plot area at x (an epoch end), `label` at its top in `color`.
+struct XMark {
+  double x = 0;
+  std::string label, color;
 };
 
 struct LineChart {
@@ -48,6 +54,7 @@ struct LineChart {
   double ymin = std::numeric_limits<double>::quiet_NaN();  // fixed y-axis ends when finite (rates: 0, 1)
   double ymax = std::numeric_limits<double>::quiet_NaN();
   bool legend = true;
+  std::vector<XMark> marks = {};  // drawn when x lies on the axis; labels at one x are stacked
 };
 // The chart as <svg id=...>; with no finite point at all, the axes and a "no data" note.
 std::string line_chart(const LineChart& c);

@@ -15,6 +15,9 @@
 #include "finetune/finetune.h"
 #include "model/safetensors.h"
 #include "support.h"
+#include "autograd/var.h"
+#include "model/gpt2.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace saobp;
@@ -232,5 +235,33 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   CHECK(std::isfinite(ma["perplexity"].get<double>()));
   CHECK(ma["perplexity"].get<double>() > 1);
   CHECK(ma["perplexity"].get<double>() < 600 * 4);  // a 4-step model is near uniform over 600 tokens
+
+  // One window holding the whole text: exp of the model's own mean cross-entropy over it.
+  const std::string text = " = Valkyria = \n\n The game began development in 2010 .\n";
+  fs::create_directories(dir + "/wt");
+  write_file_atomic(dir + "/wt/wiki.test.raw", text);
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(ckpt);
+  std::vector<int32_t> ids = {tok->special().eos};
+  for (int32_t t : tok->encode(text)) ids.push_back(t);
+  const int64_t N = static_cast<int64_t>(ids.size());
+  REQUIRE(N <= 64);
+  RunConfig mc = load_config(ckpt + "/config.toml");
+  GPT2LMHeadModel model(decoder_config(mc), 1);
+  load_weights(ckpt, model.params());
+  std::vector<int32_t> in(ids.begin(), ids.end() - 1), tgt(ids.begin() + 1, ids.end());
+  double ce = 0;
+  {
+    NoGradGuard ng;
+    ce = model.lm_loss(model.forward(Tensor::from_vector(in, {1, N - 1}), Tensor(), false, 0),
+                       Tensor::from_vector(tgt, {1, N - 1}))
+             .data()
+             .item();
+  }
+  w.data = dir + "/wt";
+  w.overrides = {"train.threads=1", "train.seq_len=64", "data.window_stride=64"};
+  const nlohmann::json one = finetune::evaluate_benchmark(w)["metrics"]["test"];
+  CHECK(one["windows"] == 1);
+  CHECK(one["tokens"] == N - 1);
+  CHECK(one["nll_per_token"].get<double>() == Approx(ce).epsilon(1e-5));
   fs::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // `saobp report`: the SVG primitives (escaping, ranges with NaN, degenerate series), the page
 // end to end on two tiny trained runs, and (when chromium is installed) a headless render.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -276,5 +277,175 @@ TEST_CASE("report: a page comparing an original and a bp_high run has every figu
     REQUIRE(std::system(cmd.c_str()) == 0);
     CHECK(read_file(dom).find("data-report-check=\"missing: fig-lr\"") != std::string::npos);
   }
+  fs::remove_all(root);
+}
+
+namespace {
+
+// The markup of the element that starts at `start` (an "<svg" or "<table") up to its end tag.
+std::string element_at(const std::string& html, const std::string& start, const std::string& end) {
+  const size_t a = html.find(start);
+  if (a == std::string::npos) return "";
+  const size_t b = html.find(end, a);
+  return html.substr(a, b == std::string::npos ? std::string::npos : b + end.size() - a);
+}
+std::string svg_of(const std::string& html, const std::string& id) {
+  const size_t at = html.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return "";
+  const size_t a = html.rfind("<svg", at);
+  return element_at(html.substr(a), "<svg", "</svg>");
+}
+
+}  // namespace
+
+TEST_CASE("report: fine-tuning curves and a results table when the runs have them, not otherwise",
+          "[report]") {
+  const std::string root = temp_dir("report-finetune");
+  const fs::path pre = fs::path(root) / "pre", ft = fs::path(root) / "ft";
+  TrainOptions quiet;
+  quiet.quiet = true;
+  train(tiny_run(pre.string(), "original"), quiet);
+
+  // A pretraining run alone: no fine-tuning curves, no results table, sections numbered as before.
+  ReportOptions o;
+  o.runs = {pre.string()};
+  o.samples = 4;
+  std::string html = build_report(o);
+  CHECK(html.find("<h2 id=\"training\">1. Training curves</h2>") != std::string::npos);
+  CHECK(html.find("id=\"finetune\"") == std::string::npos);
+  CHECK(html.find("id=\"results\"") == std::string::npos);
+  CHECK(html.find("fig-ft-") == std::string::npos);
+  CHECK(html.find("<table class=\"results\"") == std::string::npos);
+
+  // A fine-tuning run (MNLI-like): its checkpoint, with metrics.jsonl and results.json by hand.
+  fs::copy(pre, ft, fs::copy_options::recursive);
+  std::string lines;
+  for (int s = 1; s <= 6; ++s)
+    lines += fmt::format("{{\"step\": {}, \"loss\": {}, \"lr\": 0.001}}\n", s, 3 - 0.1 * s);
+  lines +=
+      "{\"step\": 2, \"eval_loss\": 2.0, \"eval_accuracy\": 0.3, \"eval_metrics\": {\"dev_matched\": "
+      "{\"accuracy\": 0.5}, \"dev_mismatched\": {\"accuracy\": 0.52}, \"test_matched\": {\"unlabeled\": "
+      "true, "
+      "\"examples\": 9796}}}\n"
+      "{\"step\": 3, \"epoch\": 1, \"eval_loss\": 1.9, \"eval_accuracy\": 0.3, \"eval_metrics\": "
+      "{\"dev_matched\": "
+      "{\"accuracy\": 0.61}, \"dev_mismatched\": {\"accuracy\": 0.6}}}\n"
+      "{\"step\": 5, \"eval_loss\": 1.8, \"eval_accuracy\": 0.3, \"eval_metrics\": {\"dev_matched\": "
+      "{\"accuracy\": 0.7}}}\n"
+      "{\"step\": 6, \"epoch\": 2, \"eval_loss\": 1.7, \"eval_accuracy\": 0.3, \"eval_metrics\": "
+      "{\"dev_matched\": "
+      "{\"accuracy\": 0.8123}, \"dev_mismatched\": {\"accuracy\": 0.8045, \"examples\": 9832}}}\n";
+  write_file_atomic((ft / "metrics.jsonl").string(), lines);
+  const nlohmann::json mnli = {
+      {"task", "glue/mnli"},
+      {"attention", "bp_high"},
+      {"family", "bert"},
+      {"steps", 6},
+      {"metrics",
+       {{"dev_matched", {{"accuracy", 0.8123}}},
+        {"dev_mismatched", {{"accuracy", 0.8045}}},
+        {"test_matched", {{"unlabeled", true}, {"examples", 9796}}}}},
+      {"examples", {{"train", 392702}, {"dev_matched", 9815}, {"dev_mismatched", 9832}}},
+      {"truncated", {{"train", 12}, {"dev_matched", 0}, {"dev_mismatched", 1}}},
+      {"skipped_rows",
+       {{"train", {{"rows", 2}, {"first", {"train.tsv:17: 3 fields"}}}},
+        {"dev_matched", {{"rows", 0}, {"first", nlohmann::json::array()}}}}},
+      {"evaluations", nlohmann::json::array()}};
+  write_file_atomic((ft / "results.json").string(), mnli.dump(2));
+  // `saobp eval --task` outputs: a folder holding only results.json, and a results.json path.
+  const fs::path sst2 = fs::path(root) / "eval" / "glue-sst2", squad = fs::path(root) / "eval" / "squad";
+  fs::create_directories(sst2);
+  fs::create_directories(squad);
+  write_file_atomic((sst2 / "results.json").string(),
+                    nlohmann::json({{"task", "glue/sst2"},
+                                    {"attention", "original"},
+                                    {"family", "bert"},
+                                    {"checkpoint", "runs/finetune/glue-sst2/final"},
+                                    {"metrics", {{"dev", {{"accuracy", 0.9106}}}}},
+                                    {"examples", {{"dev", 872}}},
+                                    {"truncated", {{"dev", 0}}}})
+                        .dump());
+  write_file_atomic((squad / "results.json").string(),
+                    nlohmann::json({{"task", "squad/v1.1"},
+                                    {"attention", "bp_high"},
+                                    {"family", "bert"},
+                                    {"steps", 1000},
+                                    {"metrics", {{"dev", {{"exact_match", 81.2}, {"f1", 88.5}}}}},
+                                    {"examples", {{"dev", 10570}}},
+                                    {"truncated", {{"dev", 123}}}})
+                        .dump());
+
+  o.runs = {pre.string(), ft.string(), sst2.string(), (squad / "results.json").string()};
+  html = build_report(o);
+  CHECK(html.find("2 run(s) &middot; 2 evaluation result(s) without a run") != std::string::npos);
+  CHECK(html.find("<h2 id=\"results\">1. Fine-tuning and evaluation results</h2>") != std::string::npos);
+  CHECK(html.find("<h2 id=\"training\">2. Training curves</h2>") != std::string::npos);
+  CHECK(html.find("<h2 id=\"finetune\">3. Fine-tuning curves</h2>") != std::string::npos);
+  CHECK(all_numbers_finite(html));
+
+  // One chart per (split, metric) with numbers: no bookkeeping ("examples"), no unlabeled split.
+  CHECK(html.find("fig-ft-dev_mismatched-examples") == std::string::npos);
+  CHECK(html.find("fig-ft-test_matched") == std::string::npos);
+  const std::string matched = svg_of(html, "fig-ft-dev_matched-accuracy");
+  REQUIRE(!matched.empty());
+  CHECK(matched.find(">dev_matched: accuracy<") != std::string::npos);
+  CHECK(count(matched, "<circle") == 4);
+  for (const char* point : {"ft (original): step 2, 0.5<", "ft (original): step 3, 0.61<",
+                            "ft (original): step 5, 0.7<", "ft (original): step 6, 0.8123<"}) {
+    INFO(point);
+    CHECK(matched.find(point) != std::string::npos);
+  }
+  CHECK(matched.find("pre (original)") == std::string::npos);  // the pretraining run has no line here
+  CHECK(count(matched, ">e1</text>") == 1);                    // epoch ends: steps 3 and 6
+  CHECK(count(matched, ">e2</text>") == 1);
+  const std::string mismatched = svg_of(html, "fig-ft-dev_mismatched-accuracy");
+  REQUIRE(!mismatched.empty());
+  CHECK(count(mismatched, "<circle") == 3);  // step 5 has no dev_mismatched: a gap
+  CHECK(count(mismatched, "<polyline") == 1);
+  CHECK(mismatched.find("ft (original): step 6, 0.8045<") != std::string::npos);
+
+  // The table: one row per results.json, one column per (split, metric), the counts.
+  const std::string table = element_at(html, "<table class=\"results\"", "</table>");
+  REQUIRE(!table.empty());
+  CHECK(count(table, "<tr>") == 2 + 3);
+  CHECK(table.find("<b>pre</b>") == std::string::npos);
+  CHECK(table.find("<th colspan=\"3\">dev</th><th colspan=\"1\">dev_matched</th><th colspan=\"1\">"
+                   "dev_mismatched</th>") != std::string::npos);
+  CHECK(table.find(
+            "<tr><th>accuracy</th><th>exact_match</th><th>f1</th><th>accuracy</th><th>accuracy</th></tr>") !=
+        std::string::npos);
+  CHECK(table.find("test_matched") == std::string::npos);
+  const std::string dash = "<td class=\"num\">–</td>";
+  CHECK(table.find(
+            "<b>ft</b></td><td>glue/mnli</td><td>bp_high</td><td>bert</td><td>6</td>" + dash + dash + dash +
+            "<td class=\"num\">0.8123</td><td class=\"num\">0.8045</td><td>dev_matched 9815, dev_mismatched "
+            "9832, train 392702</td><td>dev_matched 0, dev_mismatched 1, train 12</td>") !=
+        std::string::npos);
+  CHECK(table.find("<b>glue-sst2</b></td><td>glue/sst2</td><td>original</td><td>bert</td><td>–</td><td "
+                   "class=\"num\">0.9106</td>" +
+                   dash + dash + dash + dash + "<td>dev 872</td><td>dev 0</td>") != std::string::npos);
+  CHECK(table.find("<b>squad</b></td><td>glue/sst2") == std::string::npos);
+  CHECK(table.find("<b>squad</b></td><td>squad/v1.1</td><td>bp_high</td><td>bert</td><td>1000</td>" + dash +
+                   "<td class=\"num\">81.20</td><td class=\"num\">88.50</td>" + dash + dash +
+                   "<td>dev 10570</td><td>dev 123</td>") != std::string::npos);
+  CHECK(html.find("Malformed rows skipped: ft train 2 (first: train.tsv:17: 3 fields).") !=
+        std::string::npos);
+
+  // Evaluation results alone: the table and nothing else.
+  o.runs = {sst2.string()};
+  html = build_report(o);
+  CHECK(html.find("<h2 id=\"results\">1. Fine-tuning and evaluation results</h2>") != std::string::npos);
+  CHECK(html.find("id=\"training\"") == std::string::npos);
+  CHECK(html.find("<svg") == std::string::npos);
+  CHECK(html.find("data-figures=\"\"") != std::string::npos);
+
+  // A results.json without metrics is named.
+  const fs::path bad = fs::path(root) / "bad";
+  fs::create_directories(bad);
+  write_file_atomic((bad / "results.json").string(), "{\"task\": \"glue/sst2\"}");
+  o.runs = {bad.string()};
+  CHECK_THROWS_WITH(build_report(o), Catch::Contains("[report]") &&
+                                         Catch::Contains((bad / "results.json").string()) &&
+                                         Catch::Contains("metrics"));
   fs::remove_all(root);
 }

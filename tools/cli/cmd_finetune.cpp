@@ -1,11 +1,13 @@
 // `saobp finetune --init DIR --task NAME --data DIR [section.key=value ...]` and the benchmark
 // side of `saobp eval` (--task, --data, --zero-shot): src/finetune/finetune.h.
 #include <filesystem>
+#include <map>
 
 #include "cli/commands.h"
 #include "core/fs.h"
 #include "finetune/benchmark.h"
 #include "finetune/finetune.h"
+#include "finetune/metrics.h"
 
 namespace saobp::cli {
 
@@ -33,6 +35,43 @@ void register_finetune(CLI::App& app) {
   add_command(sub, [] {
     const nlohmann::json r = finetune::run_finetune(o);
     fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
+    return 0;
+  });
+}
+
+// `saobp glue-score RESULTS...`: the GLUE leaderboard average of fine-tuning results.json files
+// (one per task; the dev metrics of each), with each task's score.
+void register_glue_score(CLI::App& app) {
+  static std::vector<std::string> files;
+  CLI::App* sub = app.add_subcommand("glue-score", "The GLUE average of glue/* results.json files (one per task)");
+  sub->add_option("results", files, "results.json files (or run folders holding one)")->required();
+  add_command(sub, [] {
+    std::map<std::string, nlohmann::json> per_task;
+    for (std::string f : files) {
+      if (std::filesystem::is_directory(f)) f = (std::filesystem::path(f) / "results.json").string();
+      nlohmann::json r;
+      try {
+        r = nlohmann::json::parse(read_file(f));
+      } catch (const nlohmann::json::exception& e) {
+        fail("glue-score", "{}: {}", f, e.what());
+      }
+      const std::string task = r.value("task", "");
+      if (task.rfind("glue/", 0) != 0 || !r.contains("metrics"))
+        fail("glue-score", "{}: not the results of a glue/* task (task '{}')", f, task);
+      const std::string name = task.substr(5);
+      if (per_task.count(name)) fail("glue-score", "{}: a second result for {}", f, task);
+      const nlohmann::json& m = r["metrics"];
+      if (name == "mnli") {
+        if (!m.contains("dev_matched") || !m.contains("dev_mismatched"))
+          fail("glue-score", "{}: glue/mnli results need dev_matched and dev_mismatched", f);
+        per_task[name] = {{"matched", m["dev_matched"]}, {"mismatched", m["dev_mismatched"]}};
+      } else {
+        if (!m.contains("dev")) fail("glue-score", "{}: no dev metrics", f);
+        per_task[name] = m["dev"];
+      }
+    }
+    const nlohmann::json avg = metrics::glue_average(per_task);
+    fmt::print("{}\n", avg.dump(2));
     return 0;
   });
 }

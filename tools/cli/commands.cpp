@@ -32,6 +32,7 @@ void register_all(CLI::App& app) {
   register_analyze(app);
   register_finetune(app);
   register_make_task(app);
+  register_glue_score(app);
 }
 
 int run_selected(CLI::App& app) {
