@@ -28,14 +28,15 @@ Several checkpoints are checked in one process (torch is imported once).
 """
 import json
 import math
-import struct
+import os
 import sys
 
-import numpy as np
 import torch
 from torch import nn
 
-DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32}
+sys.dont_write_bytecode = True  # no tools/__pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import read_safetensors  # noqa: E402  (tools/safetensors_io.py)
 
 ACT = {  # transformers' ACT2FN entries that saobp's configs may name
     "gelu": lambda t: 0.5 * t * (1 + torch.erf(t / math.sqrt(2))),
@@ -48,19 +49,9 @@ class CheckFailed(Exception):
     pass
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        arr = np.frombuffer(data[a:b], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-        out[name] = torch.from_numpy(arr.copy())
-    return out, header.get("__metadata__", {})
+def read_tensors(path):
+    """The tensors of a safetensors file as torch tensors by name."""
+    return {name: torch.from_numpy(a) for name, a in read_safetensors(path).items()}
 
 
 def ns(**kw):  # an nn.Module holding named children, to mirror HF's attribute paths
@@ -328,7 +319,7 @@ def check(ckpt, inspect_file):
         raise CheckFailed(f"config.json architectures {archs}: expected one of {sorted(CLASSES)}")
     arch = archs[0]
     model = CLASSES[arch](config)
-    weights, _ = read_safetensors(f"{ckpt}/model.safetensors")
+    weights = read_tensors(f"{ckpt}/model.safetensors")
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     bad = [f"{k}: {tuple(v.shape)} vs {shapes[k]}" for k, v in weights.items() if k in shapes and tuple(v.shape) != shapes[k]]
     if bad:
@@ -340,7 +331,7 @@ def check(ckpt, inspect_file):
     if hasattr(model, "tie"):
         model.tie()
     model.eval()
-    got, _ = read_safetensors(inspect_file)
+    got = read_tensors(inspect_file)
     ids = got["ids"].long()
     with torch.no_grad():
         out = model(ids).double()

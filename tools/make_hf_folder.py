@@ -19,7 +19,8 @@ bert-base-uncased / gpt2 key sets): no saobp_* fields, so the folder means softm
 with learned positions; a checkpoint trained otherwise is refused. The tokenizer files are
 copied. The folder is what `saobp train --init OUT_DIR` reads (src/finetune/pretrained.h).
 
-Needs only numpy (safetensors is read and written by hand, as tools/check_hf_layout.py does).
+Needs only numpy (safetensors is read and written by hand; the reader, tools/safetensors_io.py, is
+shared with tools/check_hf_layout.py).
 """
 import argparse
 import json
@@ -30,7 +31,10 @@ import sys
 
 import numpy as np
 
-READ = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "U8": np.uint8}
+sys.dont_write_bytecode = True  # no tools/__pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import read_safetensors  # noqa: E402  (tools/safetensors_io.py)
+
 TOKENIZER_FILES = ["vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json"]
 BERT_KEYS = ["architectures", "attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
@@ -39,23 +43,6 @@ BERT_KEYS = ["architectures", "attention_probs_dropout_prob", "hidden_act", "hid
 GPT2_KEYS = ["activation_function", "architectures", "attn_pdrop", "bos_token_id", "embd_pdrop", "eos_token_id",
              "initializer_range", "layer_norm_epsilon", "model_type", "n_ctx", "n_embd", "n_head", "n_inner",
              "n_layer", "n_positions", "resid_pdrop", "vocab_size"]
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] not in READ:
-            sys.exit(f"{path}: tensor {name} has dtype {info['dtype']}; expected one of {sorted(READ)}")
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype=READ[info["dtype"]]).reshape(info["shape"]).copy()
-    order = sorted(out, key=lambda k: header[k]["data_offsets"][0])
-    return {k: out[k] for k in order}
 
 
 def to_half(a, dtype):

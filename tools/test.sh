@@ -3,9 +3,10 @@
 # builds the CUDA backend (a compile check) and, when a GPU is present, runs the tests there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# chromium: the report test renders the HTML headless; python3-torch: the Hugging Face layout
+# chromium: the report test renders the HTML headless; fortunes: the real data of the fortunes
+# topic task test; python3-torch: the Hugging Face layout
 # check (tools/check_hf_layout.py) and tools/bench_pytorch.py.
-bash tools/deps.sh chromium python3-torch
+bash tools/deps.sh chromium python3-torch fortunes
 
 jobs=$(nproc)
 echo "== CPU build (Release, SAOBP_CUDA=OFF)"

@@ -20,7 +20,9 @@
 // step's kernels. Training batch n is the (n mod E)-th slice of B examples of the permutation
 // of epoch n / E (E batches per epoch, the last one shorter), drawn from (seed, epoch): a pure
 // function of n, so a resumed run continues the same order.
+#include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numeric>
 
@@ -38,11 +40,6 @@ namespace saobp {
 namespace {
 
 using finetune::Kind;
-
-// tanh(x) = 2 σ(2x) - 1 with σ(z) = exp(-softplus(-z)), as cls_task.cpp.
-Var tanh_composite(const Var& x) {
-  return add_scalar(scale(exp(scale(softplus(scale(x, -2.0)), -1.0)), 2.0), -1.0);
-}
 
 // One example as model rows: one row (classify, span) or one per ending (choice).
 struct Item {
@@ -190,6 +187,13 @@ class FinetuneTask : public Task {
     if (train_data_.size() > 0) note(train_data_.split, train_data_.size(), train_truncated_, train_data_.stats());
     for (const EvalSplit& e : evals_) note(e.data.split, e.data.size(), e.truncated, e.data.stats());
     out["examples"] = examples, out["truncated"] = truncated, out["skipped_rows"] = skipped;
+    nlohmann::json speed = nlohmann::json::object();  // the evaluation above, timed per split
+    for (const EvalSplit& e : evals_) {
+      const double secs = seconds_[e.data.split];
+      speed[e.data.split] = {{"seconds", secs},
+                             {"examples_per_s", static_cast<double>(e.data.size()) / std::max(secs, 1e-9)}};
+    }
+    out["speed"] = speed;
     if (print) {
       fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family, variant_name(cfg_.model.attention));
       for (auto& [split, m] : r.metrics.items()) {
@@ -218,15 +222,10 @@ class FinetuneTask : public Task {
       j["pad_token_id"] = pad_;
     }
     if (spec_.kind == Kind::classify) {
-      nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
-      for (size_t k = 0; k < labels_.size(); ++k) {
-        id2label[std::to_string(k)] = labels_[k];
-        label2id[labels_[k]] = k;
-      }
-      j["id2label"] = id2label, j["label2id"] = label2id;
+      set_label_maps(j, labels_);
       j["problem_type"] = "single_label_classification";
     } else if (spec_.kind == Kind::regress) {
-      j["id2label"] = {{"0", "LABEL_0"}}, j["label2id"] = {{"LABEL_0", 0}};
+      set_label_maps(j, {"LABEL_0"});
       j["problem_type"] = "regression";
     }
     j["saobp_task"] = spec_.name;
@@ -246,6 +245,7 @@ class FinetuneTask : public Task {
   std::unique_ptr<BertForMaskedLM> bert_;
   std::unique_ptr<GPT2LMHeadModel> gpt_;
   Var pool_w_, pool_b_, cls_w_, cls_b_, qa_w_, qa_b_, score_w_;
+  std::map<std::string, double> seconds_;  // the last evaluation's time per split
   mutable int64_t perm_epoch_ = -1;
   mutable std::vector<uint32_t> perm_;
 
@@ -518,6 +518,12 @@ class FinetuneTask : public Task {
 
   // Every example of a split through the model: the official metrics, and the summed loss.
   nlohmann::json evaluate_split(const EvalSplit& e, double& loss_sum) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const nlohmann::json m = evaluate_split_untimed(e, loss_sum);
+    seconds_[e.data.split] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
+  nlohmann::json evaluate_split_untimed(const EvalSplit& e, double& loss_sum) {
     const int64_t B = cfg_.train.batch_size, n = static_cast<int64_t>(e.items.size());
     std::vector<int32_t> pred;
     std::vector<double> pred_score;

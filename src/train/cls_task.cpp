@@ -26,12 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// tanh(x) = 2 σ(2x) - 1 with σ(z) = exp(-softplus(-z)): stable at both ends (exp never sees a
-// positive argument), composed from differentiable ops.
-Var tanh_composite(const Var& x) {
-  return add_scalar(scale(exp(scale(softplus(scale(x, -2.0)), -1.0)), 2.0), -1.0);
-}
-
 class ClsTask : public Task {
  public:
   explicit ClsTask(const RunConfig& cfg) : cfg_(cfg), spec_(tasks::task_spec(cfg.data.task)) {
@@ -145,12 +139,8 @@ class ClsTask : public Task {
 
   nlohmann::json hf_config() const override {
     const ModelSection& m = cfg_.model;
-    nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
-    for (int32_t k = 0; k < spec_.num_classes; ++k) {
-      const std::string name = tasks::label_name(spec_, k);
-      id2label[std::to_string(k)] = name;
-      label2id[name] = k;
-    }
+    std::vector<std::string> names;
+    for (int32_t k = 0; k < spec_.num_classes; ++k) names.push_back(tasks::label_name(spec_, k));
     nlohmann::json j;
     if (bert_) {
       j = bert_hf_config(m, tasks::kPad);
@@ -163,8 +153,7 @@ class ClsTask : public Task {
       j["summary_first_dropout"] = 0.0;
       j["pad_token_id"] = tasks::kPad;
     }
-    j["id2label"] = id2label;
-    j["label2id"] = label2id;
+    set_label_maps(j, names);
     j["problem_type"] = "single_label_classification";
     j["saobp_task"] = spec_.name;
     return j;

@@ -31,6 +31,20 @@ EvalResult finish_eval(double loss_sum, int64_t correct, int64_t n) {
   return r;
 }
 
+Var tanh_composite(const Var& x) {
+  return add_scalar(scale(exp(scale(softplus(scale(x, -2.0)), -1.0)), 2.0), -1.0);
+}
+
+void set_label_maps(nlohmann::json& j, const std::vector<std::string>& names) {
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t k = 0; k < names.size(); ++k) {
+    id2label[std::to_string(k)] = names[k];
+    label2id[names[k]] = k;
+  }
+  j["id2label"] = id2label;
+  j["label2id"] = label2id;
+}
+
 nlohmann::json saobp_config_fields(const ModelSection& m) {
   return {{"saobp_attention", variant_name(m.attention)}, {"saobp_lambda", m.lambda},
           {"saobp_layer_lambdas", m.layer_lambdas},      {"saobp_learnable_lambda", m.learnable_lambda},

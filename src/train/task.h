@@ -92,6 +92,13 @@ void score_logits(const Var& logits, const std::vector<int32_t>& targets, double
                   int64_t& n);
 EvalResult finish_eval(double loss_sum, int64_t correct, int64_t n);
 
+// tanh(x) = 2 σ(2x) - 1 with σ(z) = exp(-softplus(-z)), composed from differentiable ops: stable
+// at both ends (exp never sees a positive argument). BERT's pooler activation.
+Var tanh_composite(const Var& x);
+// config.json's id2label ({"0": name, ...}) and label2id of class names in id order, as
+// Hugging Face's *ForSequenceClassification configs hold them.
+void set_label_maps(nlohmann::json& j, const std::vector<std::string>& names);
+
 // The saobp fields of config.json (attention variant, λ, positions), shared by the families.
 nlohmann::json saobp_config_fields(const ModelSection& m);
 // The Hugging Face config.json of a BERT / GPT-2 body (architecture-independent fields plus

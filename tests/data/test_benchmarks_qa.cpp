@@ -3,13 +3,10 @@
 // written into a temporary folder (every error names the file and the line, and for the
 // whole-file JSON formats the column and the JSON path), skip_bad_rows counting, and the JSON
 // position helpers (json_where.h).
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
 
-#include "core/error.h"
+#include "bench_test_util.h"
 #include "core/fs.h"
 #include "data/benchmarks/benchmarks.h"
 #include "data/benchmarks/json_where.h"
@@ -17,36 +14,11 @@
 
 using namespace saobp;
 using namespace saobp::bench;
+using namespace saobp::bench_test;
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
-using Catch::Matchers::StartsWith;
-
-#define CHECK_ERROR(expr, matcher)         \
-  do {                                     \
-    CHECK_THROWS_AS(expr, ::saobp::Error); \
-    CHECK_THROWS_WITH(expr, matcher);      \
-  } while (0)
 
 namespace {
-
-const std::string kFixtures = std::string(SAOBP_SOURCE_DIR) + "/tests/fixtures";
-
-std::string temp_dir(const std::string& name) {
-  const fs::path p =
-      fs::temp_directory_path() / ("saobp-bench-qa-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// Writes `text` to dir/rel (creating folders) and returns the path.
-std::string write(const std::string& dir, const std::string& rel, const std::string& text) {
-  const fs::path p = fs::path(dir) / rel;
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
-}
 
 // "FILE:LINE:COL" of the first occurrence of `needle` in `text` (the column in bytes, from 1).
 std::string pos_of(const std::string& file, const std::string& text, const std::string& needle) {
@@ -94,7 +66,7 @@ std::string squad_doc(const std::string& context, const std::string& qas, const 
 // A RACE folder whose train/middle holds the given files; returns the RACE folder.
 std::string race_with(const std::string& name,
                       const std::vector<std::pair<std::string, std::string>>& files) {
-  const std::string dir = temp_dir(name);
+  const std::string dir = temp_dir("qa-" + name);
   for (const auto& [f, text] : files) write(dir, "train/middle/" + f, text);
   return dir;
 }
@@ -200,7 +172,7 @@ TEST_CASE("benchmarks: squad_file names the official files", "[data][benchmarks]
 }
 
 TEST_CASE("benchmarks: SQuAD errors name the file, line, column and JSON path", "[data][benchmarks]") {
-  const std::string dir = temp_dir("squad-bad");
+  const std::string dir = temp_dir("qa-squad-bad");
   const std::string ok_qa =
       R"({"id": "q0", "question": "Q?", "answers": [{"text": "abc", "answer_start": 0}]})";
 
@@ -278,7 +250,7 @@ TEST_CASE("benchmarks: SQuAD errors name the file, line, column and JSON path", 
 }
 
 TEST_CASE("benchmarks: SQuAD misaligned answers are counted, bad questions skipped", "[data][benchmarks]") {
-  const std::string dir = temp_dir("squad-skip");
+  const std::string dir = temp_dir("qa-squad-skip");
   // "naïve text": "text" starts at code point 6, byte 7.
   const std::string qas =
       R"({"id": "a", "question": "Q", "answers": [{"text": "text", "answer_start": 6}]}, )"
@@ -357,7 +329,7 @@ TEST_CASE("benchmarks: RACE reads every question of every passage, files in name
 
   CHECK_ERROR(read_race(dir, "primary", "train"), Contains("\"primary\"") && Contains("middle, high or all"));
   CHECK_ERROR(read_race(dir, "high", "val"), Contains("\"val\"") && Contains("train, dev or test"));
-  const std::string empty = temp_dir("race-empty");
+  const std::string empty = temp_dir("qa-race-empty");
   CHECK_ERROR(read_race(empty, "middle", "train"),
               Contains((fs::path(empty) / "train" / "middle").string()) && Contains("no such folder"));
 }
@@ -451,7 +423,7 @@ TEST_CASE("benchmarks: HellaSwag train and val", "[data][benchmarks]") {
 
 TEST_CASE("benchmarks: HellaSwag test has no labels, bad lines name the file and line",
           "[data][benchmarks]") {
-  const std::string dir = temp_dir("hellaswag");
+  const std::string dir = temp_dir("qa-hellaswag");
   const std::string row =
       R"({"ind": 7, "activity_label": "A", "ctx_a": "x", "ctx_b": "y", "ctx": "x y", "split": "test", "split_type": "zeroshot", "endings": ["a", "b", "c", "d"], "source_id": "s"})";
   const std::string test = write(dir, "hellaswag_test.jsonl", row + "\n\n" + row + "\r\n");
@@ -509,7 +481,7 @@ TEST_CASE("benchmarks: WikiText returns the split's text exactly", "[data][bench
   CHECK(raw.find("<unk>") == std::string::npos);
   CHECK(read_wikitext(w2 + "/wiki.test.tokens", "train") == tokens);  // a file as is
 
-  const std::string dir = temp_dir("wikitext");
+  const std::string dir = temp_dir("qa-wikitext");
   write(dir, "wiki.valid.tokens", " = A = \n");
   write(dir, "wiki.valid.raw", " = B = \n");
   CHECK(read_wikitext(dir, "dev") == " = A = \n");  // "dev" is valid; .tokens before .raw

@@ -2,56 +2,23 @@
 // fixtures in the official layouts (tests/fixtures/), malformed inputs written into a temporary
 // folder (every error names the file and the line), skip_bad_rows counting, and the shared line
 // reader (lines.h).
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
 
-#include "core/error.h"
+#include "bench_test_util.h"
 #include "data/benchmarks/benchmarks.h"
 #include "data/benchmarks/lines.h"
 
 using namespace saobp;
 using namespace saobp::bench;
+using namespace saobp::bench_test;
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
-using Catch::Matchers::StartsWith;
-
-#define CHECK_ERROR(expr, matcher)         \
-  do {                                     \
-    CHECK_THROWS_AS(expr, ::saobp::Error); \
-    CHECK_THROWS_WITH(expr, matcher);      \
-  } while (0)
 
 namespace {
 
-const std::string kFixtures = std::string(SAOBP_SOURCE_DIR) + "/tests/fixtures";
 const std::string kGlue = kFixtures + "/glue";
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("saobp-bench-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// Writes `text` to dir/rel (creating folders) and returns the path.
-std::string write(const std::string& dir, const std::string& rel, const std::string& text) {
-  const fs::path p = fs::path(dir) / rel;
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
-}
-
 const TextExample& ex(const TextDataset& d, size_t i) { return d.examples.at(i); }
-
-// A GLUE data folder holding one file; returns the folder.
-std::string glue_with(const std::string& name, const std::string& rel, const std::string& text) {
-  const std::string dir = temp_dir(name);
-  write(dir, rel, text);
-  return dir;
-}
 
 }  // namespace
 
@@ -299,7 +266,7 @@ TEST_CASE("benchmarks: a malformed GLUE row names the file and the line", "[data
   };
   for (const Case& c : cases) {
     INFO(c.rel << ": " << c.what);
-    const std::string dir = glue_with("glue-bad", c.rel, c.text);
+    const std::string dir = folder_with("glue-bad", {{c.rel, c.text}});
     const std::string split = fs::path(c.rel).stem().string();
     CHECK_ERROR(read_glue(c.task, dir, split),
                 StartsWith("[benchmarks] " + dir + "/" + c.rel + c.at) && Contains(c.what));
@@ -311,7 +278,7 @@ TEST_CASE("benchmarks: skip_bad_rows skips malformed GLUE rows, counts them and 
   std::string text = "sentence\tlabel\nfirst .\t0\n";
   for (int i = 0; i < 12; ++i) text += "bad row " + std::to_string(i) + "\t7\n";
   text += "last .\t1\n";
-  const std::string dir = glue_with("glue-skip", "SST-2/train.tsv", text);
+  const std::string dir = folder_with("glue-skip", {{"SST-2/train.tsv", text}});
   CHECK_ERROR(read_glue("sst2", dir, "train"), Contains("/SST-2/train.tsv:3: unknown label '7'"));
   const TextDataset d = read_glue("sst2", dir, "train", {.skip_bad_rows = true});
   REQUIRE(d.examples.size() == 2);
@@ -324,14 +291,15 @@ TEST_CASE("benchmarks: skip_bad_rows skips malformed GLUE rows, counts them and 
   CHECK(ex(d, 1).text_a == "last .");
   CHECK(ex(d, 1).id == "train.tsv:15");
   // A wrong header fails the file even with skip_bad_rows: it is not a row.
-  const std::string bad_header = glue_with("glue-skip-header", "SST-2/train.tsv", "text\tlabel\nx\t1\n");
+  const std::string bad_header =
+      folder_with("glue-skip-header", {{"SST-2/train.tsv", "text\tlabel\nx\t1\n"}});
   CHECK_ERROR(read_glue("sst2", bad_header, "train", {.skip_bad_rows = true}),
               Contains("train.tsv:1: header"));
 }
 
 TEST_CASE("benchmarks: GLUE rows with CRLF line ends read as LF", "[data][benchmarks]") {
-  const std::string dir = glue_with("glue-crlf", "RTE/train.tsv",
-                                    "index\tsentence1\tsentence2\tlabel\r\n0\ta\tb\tentailment\r\n");
+  const std::string dir = folder_with(
+      "glue-crlf", {{"RTE/train.tsv", "index\tsentence1\tsentence2\tlabel\r\n0\ta\tb\tentailment\r\n"}});
   const TextDataset d = read_glue("rte", dir, "train");
   REQUIRE(d.examples.size() == 1);
   CHECK(ex(d, 0).text_b == "b");
@@ -385,10 +353,8 @@ TEST_CASE("benchmarks: a malformed IMDb review names the file and the line", "[d
   };
   for (const Case& c : cases) {
     INFO(c.rel << ": " << c.what);
-    const std::string dir = temp_dir("imdb-bad");
-    write(dir, "train/neg/0_1.txt", "good neg");
-    write(dir, "train/pos/0_10.txt", "good pos");
-    write(dir, c.rel, c.text);
+    const std::string dir = folder_with(
+        "imdb-bad", {{"train/neg/0_1.txt", "good neg"}, {"train/pos/0_10.txt", "good pos"}, {c.rel, c.text}});
     CHECK_ERROR(read_imdb(dir, "train"),
                 StartsWith("[benchmarks] " + dir + "/" + c.rel + c.at) && Contains(c.what));
     const TextDataset d = read_imdb(dir, "train", {.skip_bad_rows = true});
@@ -503,16 +469,14 @@ TEST_CASE("benchmarks: a malformed sentence TSV or labels.txt names the file and
   };
   for (const Case& c : cases) {
     INFO(c.file << ": " << c.what);
-    const std::string dir = temp_dir("stsv-bad");
-    write(dir, "labels.txt", "a\nb\nc\n");
-    write(dir, "train.tsv", "sentence\tlabel\nok\t0\n");
-    const std::string path = write(dir, c.file, c.text);
+    const std::string dir = folder_with(
+        "stsv-bad",
+        {{"labels.txt", "a\nb\nc\n"}, {"train.tsv", "sentence\tlabel\nok\t0\n"}, {c.file, c.text}});
     CHECK_ERROR(read_sentence_tsv(dir, "train"),
-                StartsWith("[benchmarks] " + path + c.at) && Contains(c.what));
+                StartsWith("[benchmarks] " + dir + "/" + c.file + c.at) && Contains(c.what));
   }
-  const std::string dir = temp_dir("stsv-skip");
-  write(dir, "labels.txt", "a\nb\n");
-  write(dir, "train.tsv", "sentence\tlabel\nx\t9\ny\t1\n");
+  const std::string dir =
+      folder_with("stsv-skip", {{"labels.txt", "a\nb\n"}, {"train.tsv", "sentence\tlabel\nx\t9\ny\t1\n"}});
   const TextDataset d = read_sentence_tsv(dir, "train", {.skip_bad_rows = true});
   REQUIRE(d.examples.size() == 1);
   CHECK(d.stats.skipped == 1);

@@ -105,6 +105,15 @@ std::vector<std::string> mnli_columns(const std::string& split) {
   return c;
 }
 
+// `l`, and outside the test split one more column, `name`, read into `target` (the label or score).
+Layout with_target(Layout l, bool test, const char* name, int Layout::*target) {
+  if (!test) {
+    l.columns.push_back(name);
+    l.*target = static_cast<int>(l.columns.size()) - 1;
+  }
+  return l;
+}
+
 Layout layout_of(const std::string& task, const std::string& split) {
   const bool test = split.starts_with("test");
   if (task == "cola")
@@ -132,33 +141,25 @@ Layout layout_of(const std::string& task, const std::string& split) {
                          .a = 3,
                          .b = 4,
                          .label = 5};
-  if (task == "stsb") {
-    Layout l{.columns = {"index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
-                         "sentence2"},
-             .id = 0,
-             .a = 7,
-             .b = 8};
-    if (!test) {
-      l.columns.push_back("score");
-      l.score = 9;
-    }
-    return l;
-  }
+  if (task == "stsb")
+    return with_target(Layout{.columns = {"index", "genre", "filename", "year", "old_index", "source1",
+                                          "source2", "sentence1", "sentence2"},
+                              .id = 0,
+                              .a = 7,
+                              .b = 8},
+                       test, "score", &Layout::score);
   if (task == "mnli") {
     Layout l{.columns = mnli_columns(split), .id = 0, .a = 8, .b = 9};
     if (!test) l.label = static_cast<int>(l.columns.size()) - 1;  // gold_label
     return l;
   }
   const bool qnli = task == "qnli";  // qnli, rte, wnli
-  Layout l{.columns = {"index", qnli ? "question" : "sentence1", qnli ? "sentence" : "sentence2"},
-           .id = 0,
-           .a = 1,
-           .b = 2};
-  if (!test) {
-    l.columns.push_back("label");
-    l.label = 3;
-  }
-  return l;
+  return with_target(
+      Layout{.columns = {"index", qnli ? "question" : "sentence1", qnli ? "sentence" : "sentence2"},
+             .id = 0,
+             .a = 1,
+             .b = 2},
+      test, "label", &Layout::label);
 }
 
 void check_split(const Task& t, const std::string& split) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace saobp::bench {
@@ -27,6 +28,19 @@ struct JsonStep {
   friend bool operator==(const JsonStep&, const JsonStep&) = default;
 };
 using JsonPath = std::vector<JsonStep>;
+
+// A bad value found while walking a parsed document: its JSON path and what is wrong with it. The
+// SQuAD and RACE readers throw it where they find the value and catch it where json_at can place
+// it in the file's text.
+struct BadJson {
+  JsonPath path;
+  std::string what;
+};
+
+// Throws BadJson{path, what}.
+[[noreturn]] inline void bad_json(JsonPath path, std::string what) {
+  throw BadJson{std::move(path), std::move(what)};
+}
 
 // "data[3].paragraphs[0]"; "" for the root.
 std::string path_str(const JsonPath& path);

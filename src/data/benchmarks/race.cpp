@@ -27,74 +27,58 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// A bad passage file, or one bad question of it: the path of the bad value and what is wrong,
-// or (`located`) the whole "FILE:LINE:COL: what" of a JSON syntax error.
-struct BadPassage {
-  JsonPath path;
-  std::string what;
-  std::string located;
-};
-
 // doc[key], which must be a list / a string.
 const json& field(const json& doc, const char* key, bool list) {
   const auto it = doc.find(key);
-  if (it == doc.end()) throw BadPassage{{}, fmt::format("no \"{}\"", key), ""};
+  if (it == doc.end()) bad_json({}, fmt::format("no \"{}\"", key));
   if (list ? !it->is_array() : !it->is_string())
-    throw BadPassage{
-        {{key, -1}}, fmt::format("is {}, not {}", json_kind(*it), list ? "a list" : "a string"), ""};
+    bad_json({{key, -1}}, fmt::format("is {}, not {}", json_kind(*it), list ? "a list" : "a string"));
   return *it;
 }
 
-// Question i of a passage as an example, or BadPassage.
+// Question i of a passage as an example, or BadJson.
 ChoiceExample question(const json& doc, size_t i, const std::string& article, const std::string& id) {
   const auto at = [&](const char* key) { return JsonPath{{key, -1}, {"", static_cast<int64_t>(i)}}; };
-  const auto bad = [](JsonPath p, std::string what) { throw BadPassage{std::move(p), std::move(what), ""}; };
   ChoiceExample ex;
   ex.id = id;
   ex.context = article;
   const json& q = doc["questions"][i];
-  if (!q.is_string()) bad(at("questions"), fmt::format("is {}, not a string", json_kind(q)));
+  if (!q.is_string()) bad_json(at("questions"), fmt::format("is {}, not a string", json_kind(q)));
   ex.question = q.get<std::string>();
   const json& opts = doc["options"][i];
-  if (!opts.is_array()) bad(at("options"), fmt::format("is {}, not a list", json_kind(opts)));
-  if (opts.size() != 4) bad(at("options"), fmt::format("has {} options, expected 4", opts.size()));
+  if (!opts.is_array()) bad_json(at("options"), fmt::format("is {}, not a list", json_kind(opts)));
+  if (opts.size() != 4) bad_json(at("options"), fmt::format("has {} options, expected 4", opts.size()));
   for (size_t k = 0; k < opts.size(); ++k) {
     if (!opts[k].is_string()) {
       JsonPath p = at("options");
       p.push_back({"", static_cast<int64_t>(k)});
-      bad(p, fmt::format("is {}, not a string", json_kind(opts[k])));
+      bad_json(p, fmt::format("is {}, not a string", json_kind(opts[k])));
     }
     ex.endings.push_back(opts[k].get<std::string>());
   }
   const json& a = doc["answers"][i];
   const std::string letter = a.is_string() ? a.get<std::string>() : a.dump();
   if (!a.is_string() || letter.size() != 1 || letter[0] < 'A' || letter[0] > 'D')
-    bad(at("answers"), fmt::format("{} is not an answer letter A, B, C or D", a.dump()));
+    bad_json(at("answers"), fmt::format("{} is not an answer letter A, B, C or D", a.dump()));
   ex.label = letter[0] - 'A';
   return ex;
 }
 
 // Appends the examples of one passage file, skipping or throwing Error for a bad question;
-// BadPassage when the file itself is bad.
+// json::parse_error or BadJson when the file itself is bad.
 void passage(const std::string& file, const std::string& text, const std::string& id_prefix,
              const ReadOptions& opt, ChoiceDataset& ds) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw BadPassage{{}, "", json_syntax_error(file, text, e)};
-  }
-  if (!doc.is_object())
-    throw BadPassage{{}, fmt::format("the top level is {}, not an object", json_kind(doc)), ""};
+  const json doc = json::parse(text);
+  if (!doc.is_object()) bad_json({}, fmt::format("the top level is {}, not an object", json_kind(doc)));
   const std::string& article = field(doc, "article", false).get_ref<const std::string&>();
   const size_t n = field(doc, "questions", true).size();
   for (const char* key : {"options", "answers"})
     if (const size_t m = field(doc, key, true).size(); m != n)
-      throw BadPassage{{{key, -1}}, fmt::format("has {} entries for {} questions", m, n), ""};
+      bad_json({{key, -1}}, fmt::format("has {} entries for {} questions", m, n));
   for (size_t i = 0; i < n; ++i) {
     try {
       ds.examples.push_back(question(doc, i, article, fmt::format("{}#{}", id_prefix, i)));
-    } catch (const BadPassage& b) {
+    } catch (const BadJson& b) {
       const std::string msg = json_at(file, text, b.path, b.what);
       if (!opt.skip_bad_rows) throw Error("[benchmarks] " + msg);
       ++ds.stats.skipped;
@@ -139,8 +123,10 @@ ChoiceDataset read_race(const std::string& dir, const std::string& level, const 
       } else {
         try {
           passage(file, text, lv + "/" + name, opt, ds);
-        } catch (const BadPassage& b) {
-          bad_file = b.located.empty() ? json_at(file, text, b.path, b.what) : b.located;
+        } catch (const json::parse_error& e) {
+          bad_file = json_syntax_error(file, text, e);
+        } catch (const BadJson& b) {
+          bad_file = json_at(file, text, b.path, b.what);
         }
       }
       if (bad_file.empty()) continue;

@@ -33,12 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// A bad value: its full JSON path and what is wrong with it.
-struct BadValue {
-  JsonPath path;
-  std::string what;
-};
-
 // Keeps the current JSON path while descending: push on construction, pop on destruction.
 struct Step {
   JsonPath& path;
@@ -49,13 +43,11 @@ struct Step {
   Step& operator=(const Step&) = delete;
 };
 
-[[noreturn]] void bad(const JsonPath& path, std::string what) { throw BadValue{path, std::move(what)}; }
-
 // obj[key] (obj at `path`), which must exist.
 const json& member(const json& obj, const JsonPath& path, const char* key) {
-  if (!obj.is_object()) bad(path, fmt::format("is {}, not an object", json_kind(obj)));
+  if (!obj.is_object()) bad_json(path, fmt::format("is {}, not an object", json_kind(obj)));
   const auto it = obj.find(key);
-  if (it == obj.end()) bad(path, fmt::format("has no \"{}\"", key));
+  if (it == obj.end()) bad_json(path, fmt::format("has no \"{}\"", key));
   return *it;
 }
 
@@ -64,7 +56,7 @@ const std::string& string_at(const json& obj, JsonPath& path, const char* key) {
   const json& v = member(obj, path, key);
   if (!v.is_string()) {
     Step s(path, key);
-    bad(path, fmt::format("is {}, not a string", json_kind(v)));
+    bad_json(path, fmt::format("is {}, not a string", json_kind(v)));
   }
   return v.get_ref<const std::string&>();
 }
@@ -73,7 +65,7 @@ const json& list_at(const json& obj, JsonPath& path, const char* key) {
   const json& v = member(obj, path, key);
   if (!v.is_array()) {
     Step s(path, key);
-    bad(path, fmt::format("is {}, not a list", json_kind(v)));
+    bad_json(path, fmt::format("is {}, not a list", json_kind(v)));
   }
   return v;
 }
@@ -115,12 +107,13 @@ struct Reader {
       ans.text = string_at(a, path, "text");
       const json& start = member(a, path, "answer_start");
       Step ss(path, "answer_start");
-      if (!start.is_number_integer()) bad(path, fmt::format("is {}, not an integer", start.dump()));
+      if (!start.is_number_integer()) bad_json(path, fmt::format("is {}, not an integer", start.dump()));
       if (start.is_number_unsigned() ? start.get<uint64_t>() > static_cast<uint64_t>(ctx.code_points())
                                      : start.get<int64_t>() > ctx.code_points())
-        bad(path, fmt::format("{} is beyond the context ({} code points)", start.dump(), ctx.code_points()));
+        bad_json(path,
+                 fmt::format("{} is beyond the context ({} code points)", start.dump(), ctx.code_points()));
       ans.char_start = start.get<int64_t>();
-      if (ans.char_start < 0) bad(path, fmt::format("{} is negative", ans.char_start));
+      if (ans.char_start < 0) bad_json(path, fmt::format("{} is negative", ans.char_start));
       const size_t b = ctx.byte_of[static_cast<size_t>(ans.char_start)];
       if (ctx.text.compare(b, ans.text.size(), ans.text) != 0) ++misaligned;
       out.push_back(std::move(ans));
@@ -128,7 +121,7 @@ struct Reader {
     return out;
   }
 
-  // One question; throws BadValue.
+  // One question; throws BadJson.
   SquadExample question(const json& qa, JsonPath& path, const std::string& title, const Context& ctx,
                         int64_t& misaligned) {
     SquadExample ex;
@@ -139,20 +132,20 @@ struct Reader {
     if (const auto it = qa.find("is_impossible"); it != qa.end()) {
       saw_is_impossible = true;
       Step s(path, "is_impossible");
-      if (!it->is_boolean()) bad(path, fmt::format("is {}, not true or false", it->dump()));
+      if (!it->is_boolean()) bad_json(path, fmt::format("is {}, not true or false", it->dump()));
       ex.is_impossible = it->get<bool>();
     }
     ex.answers = answers(qa, path, "answers", ctx, misaligned);
     if (qa.contains("plausible_answers"))
       ex.plausible_answers = answers(qa, path, "plausible_answers", ctx, misaligned);
     if (ex.is_impossible && !ex.answers.empty())
-      bad(path, fmt::format("is_impossible, yet has {} answers", ex.answers.size()));
-    if (!ex.is_impossible && ex.answers.empty()) bad(path, "has no answers and is not is_impossible");
+      bad_json(path, fmt::format("is_impossible, yet has {} answers", ex.answers.size()));
+    if (!ex.is_impossible && ex.answers.empty()) bad_json(path, "has no answers and is not is_impossible");
     return ex;
   }
 
   // "FILE:LINE:COL: PATH: what" for a bad value of the article at bytes [begin, end) of the file.
-  std::string message(const BadValue& b, size_t begin, size_t end) const {
+  std::string message(const BadJson& b, size_t begin, size_t end) const {
     const JsonPath in_article(b.path.begin() + 2, b.path.end());  // past data[i]
     return json_at(file, text, std::string_view(text).substr(begin, end - begin), begin, b.path, in_article,
                    b.what);
@@ -178,14 +171,14 @@ struct Reader {
           try {
             ds.examples.push_back(question(qas[q], path, title, ctx, misaligned));
             ds.misaligned += misaligned;
-          } catch (const BadValue& b) {
+          } catch (const BadJson& b) {
             if (!opt.skip_bad_rows) throw;
             ++ds.stats.skipped;  // (the Steps below qas[q] are gone with the stack)
             if (ds.stats.skipped_at.size() < 10) ds.stats.skipped_at.push_back(message(b, begin, end));
           }
         }
       }
-    } catch (const BadValue& b) {
+    } catch (const BadJson& b) {
       throw Error("[benchmarks] " + message(b, begin, end));
     }
   }

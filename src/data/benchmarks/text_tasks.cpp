@@ -42,6 +42,12 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// `path`, which must be a file: else fails "TASK: no PATH (LAYOUT)", LAYOUT what the reader wants.
+std::string existing_file(std::string path, const char* task, const char* layout) {
+  if (!is_file(path)) fail("benchmarks", "{}: no {} ({})", task, path, layout);
+  return path;
+}
+
 // The whole of `s` as a non-negative decimal int (no sign, no spaces), or -1.
 int64_t parse_id(std::string_view s) {
   int64_t v = -1;
@@ -158,10 +164,8 @@ bool blank(std::string_view s) {
 // ---- sentence TSV --------------------------------------------------------------------------------
 
 std::vector<std::string> read_label_names(const std::string& path) {
-  if (!is_file(path))
-    fail("benchmarks", "sentence-tsv: no {} (the label names, one per line in id order, beside <split>.tsv)",
-         path);
-  LineReader in(path);
+  LineReader in(
+      existing_file(path, "sentence-tsv", "the label names, one per line in id order, beside <split>.tsv"));
   std::vector<std::string> names;
   std::string line;
   while (in.next(line)) {
@@ -219,12 +223,9 @@ TextDataset read_imdb(const std::string& dir, const std::string& split, const Re
 TextDataset read_boolq(const std::string& dir, const std::string& split, const ReadOptions& opt) {
   if (split != "train" && split != "dev" && split != "test")
     fail("benchmarks", "unknown boolq split '{}' (expected train, dev or test)", split);
-  const std::string path = (fs::path(dir) / (split + ".jsonl")).string();
-  if (!is_file(path))
-    fail("benchmarks",
-         "boolq: no {} (the BoolQ layout: DIR/{{train,dev,test}}.jsonl, one JSON object per line with "
-         "question, title, answer, passage)",
-         path);
+  const std::string path = existing_file((fs::path(dir) / (split + ".jsonl")).string(), "boolq",
+                                         "the BoolQ layout: DIR/{train,dev,test}.jsonl, one JSON object per "
+                                         "line with question, title, answer, passage");
   TextDataset ds;
   ds.task = "boolq";
   ds.labels = {"False", "True"};
@@ -247,12 +248,10 @@ TextDataset read_boolq(const std::string& dir, const std::string& split, const R
 }
 
 TextDataset read_sentence_tsv(const std::string& dir, const std::string& split, const ReadOptions& opt) {
-  const std::string path = (fs::path(dir) / (split + ".tsv")).string();
-  if (!is_file(path))
-    fail("benchmarks",
-         "sentence-tsv: no {} (the layout: DIR/<split>.tsv with a \"sentence\\tlabel\" header, plus "
-         "DIR/labels.txt)",
-         path);
+  const std::string path =
+      existing_file((fs::path(dir) / (split + ".tsv")).string(), "sentence-tsv",
+                    "the layout: DIR/<split>.tsv with a \"sentence\\tlabel\" header, plus "
+                    "DIR/labels.txt");
   TextDataset ds;
   ds.task = "sentence-tsv";
   ds.labels = read_label_names((fs::path(dir) / "labels.txt").string());
