@@ -23,7 +23,7 @@ struct AttentionConfig {
   AttnVariant variant = AttnVariant::original;
   bool causal = false;
   int steps = 1;  // BP steps (bp_high, bp_low)
-  // Head skip (seed 003): a (sample, head) whose final attention (B; A for original) has more
+  // Head skip (the head-skip note, docs/references.md): a (sample, head) whose final attention (B; A for original) has more
   // than skip_head_fraction of its token rows peaked (row max > skip_peak_tau) is skipped: its
   // output is exactly zero and it receives zero gradient.
   bool skip_sinky = false;
@@ -44,7 +44,7 @@ struct AttentionSpec {
   std::vector<double> layer_lambdas;  // if not empty: λ of layer l (one entry per layer)
   bool learnable_lambda = false;      // per-head λ = softplus(rho), rho initialized from λ
   int steps = 1;                      // BP steps
-  bool skip_sinky_heads = false;      // the head skip of seed 003 (AttentionConfig::skip_sinky)
+  bool skip_sinky_heads = false;      // the head skip of the head-skip note (AttentionConfig::skip_sinky)
   double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
   // The per-call settings of layer `layer`'s attention.
   AttentionConfig call_config(bool causal) const {

@@ -1,5 +1,6 @@
-// The long-range classification tasks of seed 004 ("Connection Bottleneck in Attention"):
-// copying the first or last token, counting, and multi-hop pointer chasing. Every example is a
+// The long-range classification tasks of the connection-bottleneck slides ("Connection
+// Bottleneck in Attention", docs/references.md): copying the first or last token, counting, and
+// multi-hop pointer chasing. Every example is a
 // pure function of (seed, split, length, index) through Philox, so nothing is stored and train
 // and test never share a stream. docs/tasks.md has every format with an example.
 //

@@ -122,7 +122,7 @@
   /* pairs, the paper's form, not NeoX's rotate_half); angles in double. inverse: rotate  */ \
   /* by -t θ_i, which is the backward (rotations are orthogonal). y may alias x.           */ \
   X(rope, y, (const Tensor& x, double base, bool inverse, Tensor& y), (x, base, inverse, y))  \
-  /* Head skip (seed 003). probs: (B,NH,T,T) contiguous, key_mask: (B,T) u8 or undefined ->  */ \
+  /* Head skip (head-skip note). probs: (B,NH,T,T) contiguous, key_mask: (B,T) u8 or undefined ->  */ \
   /* keep: (B,NH) of probs' dtype: 0 when more than `fraction` of the token rows i of the     */ \
   /* (b,h) tile have max_j probs[i,j] > tau, else 1 (1 for a tile without token rows).       */ \
   X(sink_gate, keep, (const Tensor& probs, const Tensor& key_mask, double tau, double fraction, \

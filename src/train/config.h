@@ -38,7 +38,7 @@ struct ModelSection {
   int bp_steps = 1;
   std::string positions = "learned";  // learned | rope | none
   double rope_base = 10000;
-  // Head skip (seed 003): per (sample, head), a head whose fraction of peaked rows (row max >
+  // Head skip (the head-skip note, docs/references.md): per (sample, head), a head whose fraction of peaked rows (row max >
   // skip_peak_tau) exceeds skip_head_fraction contributes zero output and gets zero gradient.
   bool skip_sinky_heads = false;
   double skip_peak_tau = 0.95;

@@ -1,4 +1,4 @@
-// CPU kernel of the head-skip gate (seed 003's sink indicator).
+// CPU kernel of the head-skip gate (the head-skip note's sink indicator).
 // CUDA twin: src/tensor/cuda/sink.cpp + sink.cu.
 //
 // For every (b, h) tile of probs (T,T): n = token rows (key_mask[b, i] == 1, all T without a
