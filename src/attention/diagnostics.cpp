@@ -4,12 +4,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "attention/diagnostics.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -28,19 +28,13 @@ double squared_norm(const RowMatrix& a) {
 }
 
 void check_square(const RowMatrix& a, const char* op) {
-  if (a.rows() != a.cols() || a.rows() < 1) fail(op, "expected a square (n,n) matrix with n >= 1, got ({},{})", a.rows(), a.cols());
+  if (a.rows() != a.cols() || a.rows() < 1)
+    fail(op, "expected a square (n,n) matrix with n >= 1, got ({},{})", a.rows(), a.cols());
 }
 
 }  // namespace
 
 // ---- single-matrix primitives ------------------------------------------------------------------
-
-double row_entropy(const double* row, int64_t n) {
-  double H = 0;
-  for (int64_t j = 0; j < n; ++j)
-    if (row[j] > 0) H -= row[j] * std::log(row[j]);
-  return H;
-}
 
 std::vector<double> row_entropies(const RowMatrix& a) {
   check_square(a, "row_entropies");
@@ -90,18 +84,15 @@ double gtd_from(const RowMatrix& a, const RowMatrix& g) {
 double indirect_entropy_from(const RowMatrix& g) {
   check_square(g, "indirect_entropy");
   const int64_t n = g.rows();
+  std::vector<double> q(static_cast<size_t>(n));
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double* row = g.data() + i * n;
     double z = 0;
     for (int64_t j = 0; j < n; ++j) z += row[j];
     if (!(z > 0)) continue;
-    double H = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double q = row[j] / z;
-      if (q > 0) H -= q * std::log(q);
-    }
-    total += H;
+    for (int64_t j = 0; j < n; ++j) q[static_cast<size_t>(j)] = row[j] / z;
+    total += row_entropy(q.data(), n);
   }
   return total / static_cast<double>(n);
 }
@@ -203,7 +194,8 @@ std::vector<double> brandes_betweenness(const RowMatrix& w) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < m; ++j)
       if (j != i && (w(i, j) > 0 || w(j, i) > 0)) adj[static_cast<size_t>(i)].push_back(j);
-  std::vector<double> bc(static_cast<size_t>(m), 0.0), sigma(static_cast<size_t>(m)), delta(static_cast<size_t>(m));
+  std::vector<double> bc(static_cast<size_t>(m), 0.0), sigma(static_cast<size_t>(m)),
+      delta(static_cast<size_t>(m));
   std::vector<int64_t> dist(static_cast<size_t>(m)), order;
   order.reserve(static_cast<size_t>(m));
   for (int64_t s = 0; s < m; ++s) {
@@ -231,8 +223,8 @@ std::vector<double> brandes_betweenness(const RowMatrix& w) {
       const int64_t x = order[q];
       for (int64_t v : adj[static_cast<size_t>(x)])
         if (dist[static_cast<size_t>(v)] == dist[static_cast<size_t>(x)] - 1)
-          delta[static_cast<size_t>(v)] +=
-              sigma[static_cast<size_t>(v)] / sigma[static_cast<size_t>(x)] * (1 + delta[static_cast<size_t>(x)]);
+          delta[static_cast<size_t>(v)] += sigma[static_cast<size_t>(v)] / sigma[static_cast<size_t>(x)] *
+                                           (1 + delta[static_cast<size_t>(x)]);
       bc[static_cast<size_t>(x)] += delta[static_cast<size_t>(x)];
     }
   }
@@ -278,11 +270,15 @@ void DiagnosticsOptions::validate() const {
 }
 
 nlohmann::json DiagnosticsOptions::to_json() const {
-  return {{"beta", beta},           {"K", K},
+  return {{"beta", beta},
+          {"K", K},
           {"sparsity_threshold", sparsity_threshold},
-          {"graph_tau", graph_tau}, {"graph_nodes", graph_nodes},
-          {"peak_tau", peak_tau},   {"sinky_fraction", sinky_fraction},
-          {"causal", causal},       {"graph_metrics", graph_metrics}};
+          {"graph_tau", graph_tau},
+          {"graph_nodes", graph_nodes},
+          {"peak_tau", peak_tau},
+          {"sinky_fraction", sinky_fraction},
+          {"causal", causal},
+          {"graph_metrics", graph_metrics}};
 }
 
 // ---- accumulator ---------------------------------------------------------------------------------
@@ -333,7 +329,9 @@ double nan_mean(const std::vector<double>& v) {
 
 }  // namespace
 
-DiagnosticsAccumulator::DiagnosticsAccumulator(DiagnosticsOptions options) : opt_(options) { opt_.validate(); }
+DiagnosticsAccumulator::DiagnosticsAccumulator(DiagnosticsOptions options) : opt_(options) {
+  opt_.validate();
+}
 
 void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const Tensor& key_mask,
                                  const std::vector<Tensor>* values) {
@@ -355,7 +353,8 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
       fail(op, "values has {} layers, maps have {}", values->size(), L);
     for (const Tensor& v : *values) {
       if (!v.defined() || v.dim() != 4 || v.size(0) != B || v.size(1) != NH || v.size(2) != T)
-        fail(op, "values must be (B,NH,T,HS) = ({},{},{},HS), got {}", B, NH, T, v.defined() ? v.str() : "undefined");
+        fail(op, "values must be (B,NH,T,HS) = ({},{},{},HS), got {}", B, NH, T,
+             v.defined() ? v.str() : "undefined");
     }
   }
   if (L_ == 0) {
@@ -385,7 +384,8 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
       HS[static_cast<size_t>(l)] = (*values)[static_cast<size_t>(l)].size(3);
     }
   }
-  const std::vector<uint8_t> km = key_mask.defined() ? key_mask.contiguous().to_vector<uint8_t>() : std::vector<uint8_t>();
+  const std::vector<uint8_t> km =
+      key_mask.defined() ? key_mask.contiguous().to_vector<uint8_t>() : std::vector<uint8_t>();
   std::vector<std::vector<int64_t>> idx(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
@@ -459,7 +459,8 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
     for (int64_t l = 0; l < L; ++l) {
       mean.setZero();
       for (int64_t h = 0; h < NH; ++h)
-        mean += extract(maps[static_cast<size_t>(l)][static_cast<size_t>(m)].data() + (b * NH + h) * T * T, T, ix);
+        mean += extract(maps[static_cast<size_t>(l)][static_cast<size_t>(m)].data() + (b * NH + h) * T * T, T,
+                        ix);
       mean /= static_cast<double>(NH);
       if (l == 0) {
         p = mean;
@@ -510,8 +511,10 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
           s.other_norm += r.other_norm;
           s.sink_n += r.sink_n;
           s.other_n += r.other_n;
-          if (static_cast<int64_t>(s.position_entropy.size()) < n) s.position_entropy.resize(static_cast<size_t>(n), 0.0);
-          for (int64_t p = 0; p < n; ++p) s.position_entropy[static_cast<size_t>(p)] += r.row_h[static_cast<size_t>(p)];
+          if (static_cast<int64_t>(s.position_entropy.size()) < n)
+            s.position_entropy.resize(static_cast<size_t>(n), 0.0);
+          for (int64_t p = 0; p < n; ++p)
+            s.position_entropy[static_cast<size_t>(p)] += r.row_h[static_cast<size_t>(p)];
         }
         const GtdResult& c = cross[static_cast<size_t>(b * 2 + m)][static_cast<size_t>(l)];
         if (std::isfinite(c.gtd)) {
@@ -627,8 +630,8 @@ nlohmann::json head_json(const HeadDiagnostics& d) {
 }
 
 nlohmann::json map_json(const MapDiagnostics& md) {
-  nlohmann::json layers = nlohmann::json::array(), heads = nlohmann::json::array(), cg = nlohmann::json::array(),
-                 ci = nlohmann::json::array(), last = nlohmann::json::array();
+  nlohmann::json layers = nlohmann::json::array(), heads = nlohmann::json::array(),
+                 cg = nlohmann::json::array(), ci = nlohmann::json::array(), last = nlohmann::json::array();
   for (const auto& y : md.layers) layers.push_back(head_json(y));
   for (const auto& hl : md.heads) {
     nlohmann::json row = nlohmann::json::array();
@@ -680,8 +683,8 @@ std::string DiagnosticsReport::layers_csv() const {
   for (int m = 0; m < 2; ++m) {
     const MapDiagnostics& md = m == 0 ? attn : probs;
     for (size_t l = 0; l < md.layers.size(); ++l)
-      s += fmt::format("{},{},{},{},{}\n", map_name(m), l, csv_metrics(md.layers[l]), csv_num(md.cross_gtd[l]),
-                       csv_num(md.cross_indirect_entropy[l]));
+      s += fmt::format("{},{},{},{},{}\n", map_name(m), l, csv_metrics(md.layers[l]),
+                       csv_num(md.cross_gtd[l]), csv_num(md.cross_indirect_entropy[l]));
   }
   return s;
 }
@@ -704,11 +707,11 @@ std::string DiagnosticsReport::positions_csv() const {
     for (size_t l = 0; l < md.heads.size(); ++l) {
       for (size_t h = 0; h < md.heads[l].size(); ++h)
         for (size_t p = 0; p < md.heads[l][h].position_entropy.size(); ++p)
-          s += fmt::format("{},{},{},{},{},{}\n", map_name(m), l, h, p, csv_num(md.heads[l][h].position_entropy[p]),
-                           position_count[p]);
+          s += fmt::format("{},{},{},{},{},{}\n", map_name(m), l, h, p,
+                           csv_num(md.heads[l][h].position_entropy[p]), position_count[p]);
       for (size_t p = 0; p < md.layers[l].position_entropy.size(); ++p)
-        s += fmt::format("{},{},mean,{},{},{}\n", map_name(m), l, p, csv_num(md.layers[l].position_entropy[p]),
-                         position_count[p]);
+        s += fmt::format("{},{},mean,{},{},{}\n", map_name(m), l, p,
+                         csv_num(md.layers[l].position_entropy[p]), position_count[p]);
     }
   }
   return s;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/metrics.h"
 #include "tensor/tensor.h"
 
 namespace saobp {
@@ -30,9 +31,7 @@ using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 
 // ---- single-matrix primitives (a: (n,n), n >= 1) ----------------------------------------------
 
-// Eq. 2: H(A_i) = -Σ_j A_ij log A_ij (0 log 0 = 0), in nats.
-double row_entropy(const double* row, int64_t n);
-// Eq. 2 per row: (n) values.
+// Eq. 2 per row (row_entropy, metrics.h): (n) values.
 std::vector<double> row_entropies(const RowMatrix& a);
 // Eq. 2: H(A) = (1/n) Σ_i H(A_i).
 double attention_entropy(const RowMatrix& a);
@@ -113,36 +112,36 @@ struct DiagnosticsOptions {
 // One (layer, head) of one map, averaged over the samples fed (a NaN metric of a sample is left
 // out of that metric's mean and counted instead).
 struct HeadDiagnostics {
-  double entropy = 0;           // eq. 2
-  double gtd = 0;               // eq. 13
-  double indirect_entropy = 0;  // eq. 14
-  double sparsity = 0;          // appendix E
+  double entropy = 0;                                             // eq. 2
+  double gtd = 0;                                                 // eq. 13
+  double indirect_entropy = 0;                                    // eq. 14
+  double sparsity = 0;                                            // appendix E
   double clustering = std::numeric_limits<double>::quiet_NaN();   // Barrat, mean over samples
   double betweenness = std::numeric_limits<double>::quiet_NaN();  // node-mean BC, mean over samples
-  int64_t clustering_nan_samples = 0;  // samples whose graph has no node of degree >= 2
+  int64_t clustering_nan_samples = 0;      // samples whose graph has no node of degree >= 2
   int64_t clustering_undefined_nodes = 0;  // degree < 2 nodes, summed over samples
-  double peaked_fraction = 0;  // seed 003, mean over samples
-  double sinky_rate = 0;       // fraction of samples for which the head is sinky
+  double peaked_fraction = 0;              // seed 003, mean over samples
+  double sinky_rate = 0;                   // fraction of samples for which the head is sinky
   double sink_value_norm = std::numeric_limits<double>::quiet_NaN();   // mean |v_j| over sink tokens
   double other_value_norm = std::numeric_limits<double>::quiet_NaN();  // mean |v_j| over the others
-  int64_t sink_tokens = 0, other_tokens = 0;  // token counts behind the two norms
-  std::vector<double> position_entropy;       // eq. 2 of row p, mean over samples with n > p
+  int64_t sink_tokens = 0, other_tokens = 0;                           // token counts behind the two norms
+  std::vector<double> position_entropy;  // eq. 2 of row p, mean over samples with n > p
 };
 
 // A or B over all layers.
 struct MapDiagnostics {
   std::vector<std::vector<HeadDiagnostics>> heads;  // [L][NH]
-  std::vector<HeadDiagnostics> layers;  // [L]: head means (NaN-skipping; counts summed)
-  std::vector<double> cross_gtd;        // [L]: GTD of M_l ··· M_0, mean over samples
-  std::vector<double> cross_indirect_entropy;  // [L]: eq. 14 of the same product
+  std::vector<HeadDiagnostics> layers;              // [L]: head means (NaN-skipping; counts summed)
+  std::vector<double> cross_gtd;                    // [L]: GTD of M_l ··· M_0, mean over samples
+  std::vector<double> cross_indirect_entropy;       // [L]: eq. 14 of the same product
   // Fig. 4 column 4: entropy of each head of the last layer (== heads.back()[h].entropy).
   std::vector<double> last_layer_head_entropy;
 };
 
 struct DiagnosticsReport {
   DiagnosticsOptions options;
-  int64_t samples = 0;          // samples averaged (those with at least one token)
-  int64_t empty_samples = 0;    // samples with no token, skipped
+  int64_t samples = 0;        // samples averaged (those with at least one token)
+  int64_t empty_samples = 0;  // samples with no token, skipped
   int64_t layers = 0, heads = 0;
   std::vector<int64_t> position_count;  // samples with a token at position p
   bool has_values = false;
@@ -190,7 +189,7 @@ class DiagnosticsAccumulator {
   int64_t samples_ = 0, empty_samples_ = 0;
   bool has_values_ = false;
   std::vector<int64_t> position_count_;
-  std::vector<Sums> sums_[2];                       // [map][l * NH + h]
+  std::vector<Sums> sums_[2];                        // [map][l * NH + h]
   std::vector<double> cross_gtd_[2], cross_ind_[2];  // [map][l]
   std::vector<int64_t> cross_n_[2];
 };

@@ -4,6 +4,13 @@
 
 namespace saobp {
 
+double row_entropy(const double* row, int64_t n) {
+  double H = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (row[j] > 0) H -= row[j] * std::log(row[j]);
+  return H;
+}
+
 std::vector<double> attention_entropy(const Tensor& probs, const Tensor& key_mask) {
   if (probs.dim() != 4 || probs.size(2) != probs.size(3))
     fail("attention_entropy", "expected (B,NH,T,T) attention, got {}", probs.str());
@@ -18,11 +25,7 @@ std::vector<double> attention_entropy(const Tensor& probs, const Tensor& key_mas
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < T; ++i) {
         if (!km.empty() && !km[static_cast<size_t>(b * T + i)]) continue;
-        const double* row = p.data() + ((b * NH + h) * T + i) * T;
-        double H = 0;
-        for (int64_t j = 0; j < T; ++j)
-          if (row[j] > 0) H -= row[j] * std::log(row[j]);
-        total += H;
+        total += row_entropy(p.data() + ((b * NH + h) * T + i) * T, T);
         ++rows;
       }
     out[static_cast<size_t>(h)] = rows ? total / static_cast<double>(rows) : 0.0;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hash.h"
 #include "data/tokenizer_io.h"
 #include "data/unicode.h"
 
@@ -38,10 +40,13 @@ struct ByteMaps {
     std::array<int32_t, 256> cp{};
     std::array<bool, 256> done{};
     size_t k = 0;
-    for (int b : printable) cp[static_cast<size_t>(b)] = b, done[static_cast<size_t>(b)] = true, order[k++] = static_cast<uint8_t>(b);
+    for (int b : printable)
+      cp[static_cast<size_t>(b)] = b, done[static_cast<size_t>(b)] = true,
+      order[k++] = static_cast<uint8_t>(b);
     int32_t next = 256;
     for (int b = 0; b < 256; ++b)
-      if (!done[static_cast<size_t>(b)]) cp[static_cast<size_t>(b)] = next++, order[k++] = static_cast<uint8_t>(b);
+      if (!done[static_cast<size_t>(b)])
+        cp[static_cast<size_t>(b)] = next++, order[k++] = static_cast<uint8_t>(b);
     for (int b = 0; b < 256; ++b) {
       uni::append_utf8(to_str[static_cast<size_t>(b)], cp[static_cast<size_t>(b)]);
       from_cp[cp[static_cast<size_t>(b)]] = static_cast<uint8_t>(b);
@@ -57,13 +62,18 @@ const ByteMaps& byte_maps() {
 const std::array<std::string, 256>& byte_to_unicode() { return byte_maps().to_str; }
 const std::array<uint8_t, 256>& byte_order() { return byte_maps().order; }
 
-BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges, const std::string& vocab_file,
-                           const std::string& merges_file, std::vector<std::pair<std::string, int32_t>> added,
-                           std::string unk, bool add_prefix_space)
-    : tokens_(std::move(tokens)), added_(std::move(added)), unk_(std::move(unk)), add_prefix_space_(add_prefix_space) {
+BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<BpeMerge> merges,
+                           const std::string& vocab_file, const std::string& merges_file,
+                           std::vector<std::pair<std::string, int32_t>> added, std::string unk,
+                           bool add_prefix_space)
+    : tokens_(std::move(tokens)),
+      added_(std::move(added)),
+      unk_(std::move(unk)),
+      add_prefix_space_(add_prefix_space) {
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const auto [first, fresh] = vocab_.insert(tokens_[i], static_cast<int64_t>(i));
-    if (!fresh) fail("tokenizer", "{}: duplicate token '{}' (ids {} and {})", vocab_file, tokens_[i], first, i);
+    if (!fresh)
+      fail("tokenizer", "{}: duplicate token '{}' (ids {} and {})", vocab_file, tokens_[i], first, i);
   }
   merge_pairs_.reserve(merges.size());
   merge_map_.reserve(merges.size());
@@ -71,28 +81,35 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<BpeMerge
     const BpeMerge& m = merges[r];
     const int32_t a = token_to_id(m.a), b = token_to_id(m.b), ab = token_to_id(m.a + m.b);
     if (a < 0 || b < 0 || ab < 0)
-      fail("tokenizer", "{}:{}: merge '{} {}': '{}' is not in the vocabulary {}", merges_file, m.line, m.a, m.b,
-           a < 0 ? m.a : b < 0 ? m.b : m.a + m.b, vocab_file);
+      fail("tokenizer", "{}:{}: merge '{} {}': '{}' is not in the vocabulary {}", merges_file, m.line, m.a,
+           m.b,
+           a < 0   ? m.a
+           : b < 0 ? m.b
+                   : m.a + m.b,
+           vocab_file);
     merge_pairs_.emplace_back(a, b);
     // A repeated merge keeps its first (lowest) rank.
     merge_map_.insert(a, b, {static_cast<int32_t>(r), ab});
   }
-  for (int b = 0; b < 256; ++b) byte_id_[static_cast<size_t>(b)] = token_to_id(byte_to_unicode()[static_cast<size_t>(b)]);
+  for (int b = 0; b < 256; ++b)
+    byte_id_[static_cast<size_t>(b)] = token_to_id(byte_to_unicode()[static_cast<size_t>(b)]);
   if (!unk_.empty()) {
     unk_id_ = token_to_id(unk_);
     if (unk_id_ < 0) fail("tokenizer", "{}: unk_token '{}' is not in the vocabulary", vocab_file, unk_);
   }
   special_.eos = token_to_id("<|endoftext|>");
-  if (special_.eos < 0) fail("tokenizer", "{}: the vocabulary lacks the special token <|endoftext|>", vocab_file);
+  if (special_.eos < 0)
+    fail("tokenizer", "{}: the vocabulary lacks the special token <|endoftext|>", vocab_file);
   special_.pad = special_.eos;
   special_.unk = unk_id_;
   if (std::none_of(added_.begin(), added_.end(), [](const auto& p) { return p.first == "<|endoftext|>"; }))
     added_.emplace_back("<|endoftext|>", special_.eos);
-  std::stable_sort(added_.begin(), added_.end(), [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
-  uint64_t h = fnv1a(fmt::format("bpe\n{}\n{}\n", add_prefix_space_, unk_));
-  for (const auto& t : tokens_) h = fnv1a(t, fnv1a("\n", h));
-  for (const auto& [a, b] : merge_pairs_) h = fnv1a(fmt::format("{} {}\n", a, b), h);
-  for (const auto& [s, id] : added_) h = fnv1a(fmt::format("{}={}\n", s, id), h);
+  std::stable_sort(added_.begin(), added_.end(),
+                   [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  uint64_t h = fnv1a64(fmt::format("bpe\n{}\n{}\n", add_prefix_space_, unk_));
+  for (const auto& t : tokens_) h = fnv1a64(t, fnv1a64("\n", h));
+  for (const auto& [a, b] : merge_pairs_) h = fnv1a64(fmt::format("{} {}\n", a, b), h);
+  for (const auto& [s, id] : added_) h = fnv1a64(fmt::format("{}={}\n", s, id), h);
   fingerprint_ = h;
 }
 
@@ -161,7 +178,8 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   auto consider = [&](int32_t p) {
     const int32_t q = syms[static_cast<size_t>(p)].next;
     if (q < 0) return;
-    const tok::PairTable::Value m = merge_map_.find(syms[static_cast<size_t>(p)].id, syms[static_cast<size_t>(q)].id);
+    const tok::PairTable::Value m =
+        merge_map_.find(syms[static_cast<size_t>(p)].id, syms[static_cast<size_t>(q)].id);
     if (m.rank < 0) return;
     heap.push_back({m.rank, p, m.id});
     std::push_heap(heap.begin(), heap.end(), later);
@@ -215,44 +233,55 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
 
 void BpeTokenizer::save(const std::string& dir) const {
   std::filesystem::create_directories(dir);
-  std::string vocab = "{";
-  for (size_t i = 0; i < tokens_.size(); ++i) vocab += fmt::format("{}\n  {}: {}", i ? "," : "", tok::json_quote(tokens_[i]), i);
-  vocab += "\n}\n";
-  write_file_atomic(dir + "/vocab.json", vocab);
-  std::string merges = "#version: 0.2\n";
-  for (const auto& [a, b] : merge_pairs_) merges += tokens_[static_cast<size_t>(a)] + " " + tokens_[static_cast<size_t>(b)] + "\n";
-  write_file_atomic(dir + "/merges.txt", merges);
+  using nlohmann::ordered_json;
+  write_file_atomic(dir + "/vocab.json", tok::json_text(tok::vocab_object(tokens_)));
+  std::string merges_txt = "#version: 0.2\n";
+  ordered_json merges = ordered_json::array();
+  merges.get_ref<ordered_json::array_t&>().reserve(merge_pairs_.size());
+  for (const auto& [a, b] : merge_pairs_) {
+    const std::string m = tokens_[static_cast<size_t>(a)] + " " + tokens_[static_cast<size_t>(b)];
+    merges_txt += m + "\n";
+    merges.push_back(m);
+  }
+  write_file_atomic(dir + "/merges.txt", merges_txt);
 
-  std::vector<std::pair<int32_t, std::string>> added;
-  for (const auto& [s, id] : added_) added.emplace_back(id, s);
-  std::sort(added.begin(), added.end());
-  std::string j = "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [";
-  for (size_t i = 0; i < added.size(); ++i)
-    j += fmt::format("{}\n    {{\"id\": {}, \"content\": {}, \"single_word\": false, \"lstrip\": false, "
-                     "\"rstrip\": false, \"normalized\": false, \"special\": true}}",
-                     i ? "," : "", added[i].first, tok::json_quote(added[i].second));
-  j += "\n  ],\n  \"normalizer\": null,\n";
-  j += fmt::format("  \"pre_tokenizer\": {{\"type\": \"ByteLevel\", \"add_prefix_space\": {}, \"trim_offsets\": true, "
-                   "\"use_regex\": true}},\n", add_prefix_space_);
-  j += "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true},\n";
-  j += "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n";
-  j += fmt::format("  \"model\": {{\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": {},\n"
-                   "    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": null,\n    \"fuse_unk\": false,\n"
-                   "    \"byte_fallback\": false,\n    \"vocab\": {{",
-                   unk_.empty() ? std::string("null") : tok::json_quote(unk_));
-  for (size_t i = 0; i < tokens_.size(); ++i) j += fmt::format("{}\n      {}: {}", i ? "," : "", tok::json_quote(tokens_[i]), i);
-  j += "\n    },\n    \"merges\": [";
-  for (size_t i = 0; i < merge_pairs_.size(); ++i)
-    j += fmt::format("{}\n      {}", i ? "," : "",
-                     tok::json_quote(tokens_[static_cast<size_t>(merge_pairs_[i].first)] + " " +
-                                     tokens_[static_cast<size_t>(merge_pairs_[i].second)]));
-  j += "\n    ]\n  }\n}\n";
-  write_file_atomic(dir + "/tokenizer.json", j);
-  write_file_atomic(dir + "/tokenizer_config.json",
-                    fmt::format("{{\n  \"tokenizer_class\": \"GPT2TokenizerFast\",\n  \"add_prefix_space\": {},\n"
-                                "  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": \"<|endoftext|>\",\n"
-                                "  \"unk_token\": \"<|endoftext|>\"\n}}\n",
-                                add_prefix_space_));
+  std::vector<std::pair<int32_t, std::string>> sorted;
+  for (const auto& [s, id] : added_) sorted.emplace_back(id, s);
+  std::sort(sorted.begin(), sorted.end());
+  ordered_json added = ordered_json::array();
+  for (const auto& [id, s] : sorted) added.push_back(tok::added_token(id, s));
+  const ordered_json j = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", std::move(added)},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", add_prefix_space_},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"post_processor",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
+      {"decoder",
+       {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", unk_.empty() ? ordered_json(nullptr) : ordered_json(unk_)},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", tok::vocab_object(tokens_)},
+        {"merges", std::move(merges)}}}};
+  write_file_atomic(dir + "/tokenizer.json", tok::json_text(j));
+  const ordered_json config = {{"tokenizer_class", "GPT2TokenizerFast"},
+                               {"add_prefix_space", add_prefix_space_},
+                               {"bos_token", "<|endoftext|>"},
+                               {"eos_token", "<|endoftext|>"},
+                               {"unk_token", "<|endoftext|>"}};
+  write_file_atomic(dir + "/tokenizer_config.json", tok::json_text(config));
 }
 
 namespace {
@@ -260,7 +289,8 @@ namespace {
 // Token -> id pairs of a JSON object, checked: integer ids in [0, n), each id and token once.
 std::vector<std::string> vocab_from_object(const tok::JNode& obj, const std::string& file) {
   using tok::JNode;
-  if (obj.kind != JNode::object) fail("tokenizer", "{}:{}: the vocabulary must be a JSON object", file, obj.line);
+  if (obj.kind != JNode::object)
+    fail("tokenizer", "{}:{}: the vocabulary must be a JSON object", file, obj.line);
   std::vector<std::string> tokens(obj.members.size());
   std::vector<int64_t> lines(obj.members.size(), 0);
   tok::StrMap seen;
@@ -269,9 +299,11 @@ std::vector<std::string> vocab_from_object(const tok::JNode& obj, const std::str
       fail("tokenizer", "{}:{}: id of '{}' must be an integer in [0, {})", file, v.line, t, tokens.size());
     if (t.empty()) fail("tokenizer", "{}:{}: empty token", file, v.line);
     const auto [it, fresh] = seen.emplace(t, static_cast<int32_t>(v.line));
-    if (!fresh) fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", file, v.line, t, it->second);
+    if (!fresh)
+      fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", file, v.line, t, it->second);
     const size_t id = static_cast<size_t>(v.i);
-    if (lines[id]) fail("tokenizer", "{}:{}: id {} given twice (first at line {})", file, v.line, id, lines[id]);
+    if (lines[id])
+      fail("tokenizer", "{}:{}: id {} given twice (first at line {})", file, v.line, id, lines[id]);
     tokens[id] = t;
     lines[id] = v.line;
   }
@@ -285,7 +317,8 @@ void require_eos(const std::vector<std::string>& tokens, const std::string& file
 
 }  // namespace
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::from_files(const std::string& vocab_json, const std::string& merges_txt) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_files(const std::string& vocab_json,
+                                                       const std::string& merges_txt) {
   const std::string vtext = read_file(vocab_json);
   const tok::JNode root = tok::parse_json(vtext, vocab_json);
   std::vector<std::string> tokens = vocab_from_object(root, vocab_json);
@@ -303,22 +336,27 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_files(const std::string& vocab_
     if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
     if (l.empty() || (line == 1 && l.substr(0, 8) == "#version")) continue;
     const size_t bad = uni::find_invalid_utf8(l);
-    if (bad != std::string_view::npos) fail("tokenizer", "{}:{}: invalid UTF-8 at byte {} of the line", merges_txt, line, bad);
+    if (bad != std::string_view::npos)
+      fail("tokenizer", "{}:{}: invalid UTF-8 at byte {} of the line", merges_txt, line, bad);
     const size_t sp = l.find(' ');
-    if (sp == std::string_view::npos || sp == 0 || sp + 1 == l.size() || l.find(' ', sp + 1) != std::string_view::npos)
-      fail("tokenizer", "{}:{}: a merge must be two tokens separated by one space, got '{}'", merges_txt, line, l);
+    if (sp == std::string_view::npos || sp == 0 || sp + 1 == l.size() ||
+        l.find(' ', sp + 1) != std::string_view::npos)
+      fail("tokenizer", "{}:{}: a merge must be two tokens separated by one space, got '{}'", merges_txt,
+           line, l);
     merges.push_back({std::string(l.substr(0, sp)), std::string(l.substr(sp + 1)), line});
   }
   return std::make_unique<BpeTokenizer>(std::move(tokens), std::move(merges), vocab_json, merges_txt);
 }
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const tok::JNode& root, const std::string& file) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const tok::JNode& root,
+                                                                const std::string& file) {
   using tok::JNode;
   const JNode* model = root.get("model");
   const JNode* pre = root.get("pre_tokenizer");
   bool add_prefix_space = false;
   if (!pre || pre->kind == JNode::null || !pre->get("type") || pre->get("type")->str != "ByteLevel")
-    fail("tokenizer", "{}:{}: a BPE tokenizer.json needs the ByteLevel pre_tokenizer", file, pre ? pre->line : root.line);
+    fail("tokenizer", "{}:{}: a BPE tokenizer.json needs the ByteLevel pre_tokenizer", file,
+         pre ? pre->line : root.line);
   if (const JNode* a = pre->get("add_prefix_space"); a && a->kind == JNode::boolean) add_prefix_space = a->b;
   if (const JNode* u = pre->get("use_regex"); u && u->kind == JNode::boolean && !u->b)
     fail("tokenizer", "{}:{}: ByteLevel with use_regex = false is not supported", file, u->line);
@@ -334,13 +372,16 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const tok::JNode
   std::vector<std::string> tokens = vocab_from_object(*vocab, file);
   require_eos(tokens, file, vocab->line);
   const JNode* m = model->get("merges");
-  if (!m || m->kind != JNode::array) fail("tokenizer", "{}:{}: model.merges must be an array", file, model->line);
+  if (!m || m->kind != JNode::array)
+    fail("tokenizer", "{}:{}: model.merges must be an array", file, model->line);
   std::vector<BpeMerge> merges;
   for (const JNode& e : m->items) {
     if (e.kind == JNode::string) {
       const size_t sp = e.str.find(' ');
-      if (sp == std::string::npos || sp == 0 || sp + 1 == e.str.size() || e.str.find(' ', sp + 1) != std::string::npos)
-        fail("tokenizer", "{}:{}: a merge must be two tokens separated by one space, got '{}'", file, e.line, e.str);
+      if (sp == std::string::npos || sp == 0 || sp + 1 == e.str.size() ||
+          e.str.find(' ', sp + 1) != std::string::npos)
+        fail("tokenizer", "{}:{}: a merge must be two tokens separated by one space, got '{}'", file, e.line,
+             e.str);
       merges.push_back({e.str.substr(0, sp), e.str.substr(sp + 1), e.line});
     } else if (e.kind == JNode::array && e.items.size() == 2 && e.items[0].kind == JNode::string &&
                e.items[1].kind == JNode::string) {
@@ -356,13 +397,15 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const tok::JNode
       const JNode* content = e.get("content");
       if (!id || !id->integral || !content || content->kind != JNode::string)
         fail("tokenizer", "{}:{}: an added token needs an integer id and a string content", file, e.line);
-      if (id->i < 0 || id->i >= static_cast<int64_t>(tokens.size()) || tokens[static_cast<size_t>(id->i)] != content->str)
-        fail("tokenizer", "{}:{}: added token '{}' (id {}) is not that entry of the vocabulary", file, e.line, content->str, id->i);
+      if (id->i < 0 || id->i >= static_cast<int64_t>(tokens.size()) ||
+          tokens[static_cast<size_t>(id->i)] != content->str)
+        fail("tokenizer", "{}:{}: added token '{}' (id {}) is not that entry of the vocabulary", file, e.line,
+             content->str, id->i);
       added.emplace_back(content->str, static_cast<int32_t>(id->i));
     }
   }
-  return std::make_unique<BpeTokenizer>(std::move(tokens), std::move(merges), file, file, std::move(added), unk,
-                                        add_prefix_space);
+  return std::make_unique<BpeTokenizer>(std::move(tokens), std::move(merges), file, file, std::move(added),
+                                        unk, add_prefix_space);
 }
 
 }  // namespace saobp

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace saobp {
 
@@ -160,10 +161,9 @@ void for_each_document(const CorpusSpec& spec, const std::function<void(const Do
 }
 
 uint64_t corpus_fingerprint(const CorpusSpec& spec) {
-  uint64_t h = 14695981039346656037ull;
+  uint64_t h = kFnvOffset;
   auto mix = [&](std::string_view s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;  // a separator, so ("ab","c") != ("a","bc")
+    h = fnv1a64("\xff", fnv1a64(s, h));  // a separator, so ("ab","c") != ("a","bc")
   };
   mix(spec.kind), mix(spec.text_field);
   for (const std::string& f : corpus_files(spec)) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <istream>
+#include <ostream>
 #include <queue>
 #include <unordered_map>
 
@@ -73,6 +75,28 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
   if (p.extension() == ".json") return load_tokenizer_json(path);
   return WordPieceTokenizer::from_vocab_txt(path, bert_options_near(p.parent_path()));
+}
+
+void tokenize_lines(const Tokenizer& tok, std::istream& in, std::ostream& out, const std::string& name,
+                    const TokenizeLinesOptions& opt) {
+  const SpecialTokens& sp = tok.special();
+  const bool wrap = opt.special && tok.kind() == "wordpiece";  // a WordPiece vocabulary has both
+  std::string line, text;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (const size_t bad = uni::find_invalid_utf8(line); bad != std::string_view::npos)
+      fail("tokenize", "{}:{}: invalid UTF-8 at byte {} of the line", name, n, bad);
+    std::vector<int32_t> ids = tok.encode(line);
+    if (wrap) ids.insert(ids.begin(), sp.cls), ids.push_back(sp.sep);
+    text.clear();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) text += ' ';
+      text += opt.tokens ? tok.id_to_token(ids[i]) : std::to_string(ids[i]);
+    }
+    text += '\n';
+    out << text;
+  }
+  if (in.bad()) fail("tokenize", "{}: read error", name);
 }
 
 // ---- VocabTrainer ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,18 @@ class Tokenizer {
 // Loads a tokenizer from a directory (tokenizer.json, else vocab.txt, else vocab.json +
 // merges.txt) or a single file (tokenizer.json or vocab.txt). Every error names the file and line.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+// `saobp tokenize`: every line of `in` (without its '\n', and a '\r' before it) as its token
+// ids, or with `tokens` its token strings, space-separated, one output line per input line (an
+// empty line gives an empty line). No special tokens unless `special`: a WordPiece line is then
+// wrapped in [CLS] ... [SEP]; a BPE line gets none (GPT-2's tokenizer adds none). Invalid UTF-8
+// is an error naming `name` and the line.
+struct TokenizeLinesOptions {
+  bool tokens = false;
+  bool special = false;
+};
+void tokenize_lines(const Tokenizer& tok, std::istream& in, std::ostream& out, const std::string& name,
+                    const TokenizeLinesOptions& opt = {});
 
 // Trains a vocabulary from texts fed one at a time (streaming; the counts are all it keeps).
 // Deterministic: the same texts in the same order give the same files.

@@ -1,7 +1,10 @@
 #include "data/tokenizer_io.h"
 
-#include <charconv>
-#include <cstdlib>
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/error.h"
 #include "data/unicode.h"
@@ -14,207 +17,161 @@ const JNode* JNode::get(std::string_view key) const {
   return nullptr;
 }
 
-int64_t line_of(std::string_view text, size_t pos) {
-  int64_t line = 1;
-  for (size_t i = 0; i < pos && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
-}
-
 namespace {
 
-class Parser {
+// The text's bytes for nlohmann's lexer, publishing how far it has read (one past the last byte
+// taken) so that the SAX handler can tell the line of each value.
+class TrackedChars {
  public:
-  Parser(std::string_view t, const std::string& f) : t_(t), file_(f) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  JNode document() {
-    JNode v = value(0);
-    ws();
-    if (p_ != t_.size()) error("unexpected text after the JSON value");
-    return v;
+  TrackedChars(const char* p, const char** read) : p_(p), read_(read) {}
+  reference operator*() const { return *p_; }
+  TrackedChars& operator++() {
+    *read_ = ++p_;
+    return *this;
+  }
+  TrackedChars operator++(int) {
+    TrackedChars old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const TrackedChars& o) const { return p_ == o.p_; }
+  bool operator!=(const TrackedChars& o) const { return p_ != o.p_; }
+
+ private:
+  const char* p_;
+  const char** read_;
+};
+
+// nlohmann's SAX events -> a JNode tree, each value with its line. When an event arrives, the
+// lexer has read exactly the value's token, except after a number: then one byte more (the one
+// that ended it), which can be a newline. Tokens never hold a raw newline.
+class Builder {
+ public:
+  Builder(std::string_view text, const std::string& file)
+      : text_(text), file_(file), read_(text.data()), counted_(text.data()) {}
+
+  JNode parse() {
+    const char* b = text_.data();
+    nlohmann::json::sax_parse(TrackedChars(b, &read_), TrackedChars(b + text_.size(), &read_), this);
+    return std::move(root_);
+  }
+
+  // The SAX interface (nlohmann::json_sax<nlohmann::json>).
+  bool null() {
+    add(JNode::null, line());
+    return true;
+  }
+  bool boolean(bool v) {
+    add(JNode::boolean, line()).b = v;
+    return true;
+  }
+  bool number_integer(int64_t v) {
+    JNode& n = add(JNode::number, number_line());
+    n.integral = true, n.i = v, n.num = static_cast<double>(v);
+    return true;
+  }
+  bool number_unsigned(uint64_t v) {
+    if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return number_integer(static_cast<int64_t>(v));
+    add(JNode::number, number_line()).num = static_cast<double>(v);
+    return true;
+  }
+  bool number_float(double v, const std::string&) {
+    add(JNode::number, number_line()).num = v;
+    return true;
+  }
+  bool string(std::string& v) {
+    add(JNode::string, line()).str = std::move(v);
+    return true;
+  }
+  bool binary(nlohmann::json::binary_t&) { return true; }  // never sent for JSON text
+  bool start_object(size_t) { return open(JNode::object); }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(size_t) { return open(JNode::array); }
+  bool end_array() { return close(); }
+  [[noreturn]] bool parse_error(size_t position, const std::string&, const nlohmann::json::exception& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 2, column 5: <what>".
+    std::string_view what = e.what();
+    if (const size_t k = what.find(": "); k != std::string_view::npos) what.remove_prefix(k + 2);
+    const size_t end = std::min(position, text_.size());
+    const int64_t line = 1 + std::count(text_.data(), text_.data() + end, '\n');
+    fail("tokenizer", "{}:{}: malformed JSON: {}", file_, line, uni::utf8_lossy(what));
   }
 
  private:
-  std::string_view t_;
+  std::string_view text_;
   const std::string& file_;
-  size_t p_ = 0;
-  int64_t line_ = 1;
+  const char* read_;     // one past the last byte the lexer took
+  const char* counted_;  // newlines are counted up to here
+  int64_t lines_ = 1;
+  JNode root_;
+  std::vector<JNode*> open_;  // the arrays and objects being filled, innermost last
+  std::string key_;
 
-  [[noreturn]] void error(std::string_view what) {
-    fail("tokenizer", "{}:{}: malformed JSON: {}", file_, line_, what);
+  int64_t line() {
+    lines_ += std::count(counted_, read_, '\n');
+    counted_ = read_;
+    return lines_;
   }
-  void ws() {
-    while (p_ < t_.size()) {
-      const char c = t_[p_];
-      if (c == '\n') ++line_;
-      else if (c != ' ' && c != '\t' && c != '\r') break;
-      ++p_;
+  int64_t number_line() {
+    const int64_t l = line();
+    return read_ > text_.data() && read_[-1] == '\n' ? l - 1 : l;
+  }
+  // The new value: the document, the next item of the open array, or the member named key_.
+  JNode& add(JNode::Kind kind, int64_t line) {
+    JNode* v = &root_;
+    if (!open_.empty()) {
+      JNode& c = *open_.back();
+      if (c.kind == JNode::array)
+        v = &c.items.emplace_back();
+      else
+        v = &c.members.emplace_back(std::move(key_), JNode()).second;
     }
+    v->kind = kind;
+    v->line = line;
+    return *v;
   }
-  bool eat(char c) {
-    ws();
-    if (p_ < t_.size() && t_[p_] == c) {
-      ++p_;
-      return true;
-    }
-    return false;
+  // A value is appended only to the innermost open container, so the pointers to the outer
+  // ones stay valid.
+  bool open(JNode::Kind kind) {
+    JNode& v = add(kind, line());
+    if (open_.size() > 64) fail("tokenizer", "{}:{}: malformed JSON: nesting deeper than 64", file_, v.line);
+    open_.push_back(&v);
+    return true;
   }
-  void expect(char c) {
-    if (!eat(c)) error(p_ < t_.size() ? fmt::format("expected '{}'", c) : fmt::format("expected '{}' before the end", c));
-  }
-  uint32_t hex4() {
-    if (p_ + 4 > t_.size()) error("truncated \\u escape");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = t_[p_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else error("bad \\u escape");
-    }
-    return v;
-  }
-  std::string string() {
-    // Called with p_ on the opening quote.
-    ++p_;
-    std::string out;
-    while (true) {
-      if (p_ >= t_.size()) error("unterminated string");
-      const char c = t_[p_];
-      if (c == '"') {
-        ++p_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) error("control character inside a string");
-      if (c == '\\') {
-        if (++p_ >= t_.size()) error("unterminated string");
-        const char e = t_[p_++];
-        switch (e) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
-          case 'u': {
-            uint32_t cp = hex4();
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-              if (p_ + 2 > t_.size() || t_[p_] != '\\' || t_[p_ + 1] != 'u') error("unpaired surrogate escape");
-              p_ += 2;
-              const uint32_t lo = hex4();
-              if (lo < 0xDC00 || lo > 0xDFFF) error("unpaired surrogate escape");
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-              error("unpaired surrogate escape");
-            }
-            uni::append_utf8(out, static_cast<int32_t>(cp));
-            break;
-          }
-          default: error("bad escape");
-        }
-        continue;
-      }
-      if (static_cast<unsigned char>(c) < 0x80) {
-        out += c;
-        ++p_;
-        continue;
-      }
-      const size_t start = p_;
-      if (uni::next_cp(t_, p_) < 0) error(fmt::format("invalid UTF-8 at byte {}", start));
-      out.append(t_.substr(start, p_ - start));
-    }
-  }
-  JNode value(int depth) {
-    if (depth > 64) error("nesting deeper than 64");
-    ws();
-    JNode v;
-    v.line = line_;
-    if (p_ >= t_.size()) error("unexpected end of file");
-    const char c = t_[p_];
-    if (c == '{') {
-      ++p_;
-      v.kind = JNode::object;
-      if (eat('}')) return v;
-      do {
-        ws();
-        if (p_ >= t_.size() || t_[p_] != '"') error("expected a string key");
-        std::string k = string();
-        expect(':');
-        v.members.emplace_back(std::move(k), value(depth + 1));
-      } while (eat(','));
-      expect('}');
-    } else if (c == '[') {
-      ++p_;
-      v.kind = JNode::array;
-      if (eat(']')) return v;
-      do v.items.push_back(value(depth + 1));
-      while (eat(','));
-      expect(']');
-    } else if (c == '"') {
-      v.kind = JNode::string;
-      v.str = string();
-    } else if (t_.substr(p_, 4) == "true") {
-      p_ += 4, v.kind = JNode::boolean, v.b = true;
-    } else if (t_.substr(p_, 5) == "false") {
-      p_ += 5, v.kind = JNode::boolean;
-    } else if (t_.substr(p_, 4) == "null") {
-      p_ += 4;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      const size_t start = p_;
-      bool integral = true;
-      if (t_[p_] == '-') ++p_;
-      while (p_ < t_.size()) {
-        const char d = t_[p_];
-        if (d >= '0' && d <= '9') ++p_;
-        else if (d == '.' || d == 'e' || d == 'E' || d == '+' || d == '-') integral = false, ++p_;
-        else break;
-      }
-      const std::string_view s = t_.substr(start, p_ - start);
-      v.kind = JNode::number;
-      if (integral) {
-        auto r = std::from_chars(s.data(), s.data() + s.size(), v.i);
-        if (r.ec != std::errc() || r.ptr != s.data() + s.size()) error(fmt::format("bad number '{}'", s));
-        v.integral = true;
-        v.num = static_cast<double>(v.i);
-      } else {
-        char* end = nullptr;
-        const std::string tmp(s);
-        v.num = std::strtod(tmp.c_str(), &end);
-        if (end != tmp.c_str() + tmp.size()) error(fmt::format("bad number '{}'", s));
-      }
-    } else {
-      error(fmt::format("unexpected character '{}'", c));
-    }
-    return v;
+  bool close() {
+    open_.pop_back();
+    return true;
   }
 };
 
 }  // namespace
 
-JNode parse_json(std::string_view text, const std::string& file) { return Parser(text, file).document(); }
+JNode parse_json(std::string_view text, const std::string& file) { return Builder(text, file).parse(); }
 
-std::string json_quote(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else out += c;
-    }
-  }
-  out += '"';
-  return out;
+std::string json_text(const nlohmann::ordered_json& j) { return j.dump(2) + "\n"; }
+
+nlohmann::ordered_json vocab_object(const std::vector<std::string>& tokens) {
+  nlohmann::ordered_json v = nlohmann::ordered_json::object();
+  auto& members = v.get_ref<nlohmann::ordered_json::object_t&>();  // an ordered_map: a std::vector of pairs
+  members.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) members.emplace_back(tokens[i], static_cast<int64_t>(i));
+  return v;
+}
+
+nlohmann::ordered_json added_token(int32_t id, const std::string& content) {
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 }  // namespace saobp::tok

@@ -1,7 +1,8 @@
 // Internals of the tokenizers (src/data/ only):
-//  - a small JSON reader that remembers the line of every value, so that a duplicate token or a
-//    bad merge in vocab.json / tokenizer.json is reported as file:line (and duplicate keys are
-//    seen instead of silently overwritten), and the JSON string escaping the writers use;
+//  - reading: nlohmann-json's SAX parser builds a JNode tree that remembers the line of every
+//    value, so that a duplicate token or a bad merge in vocab.json / tokenizer.json is reported
+//    as file:line (and duplicate keys are seen instead of silently overwritten);
+//  - writing: the files are nlohmann::ordered_json values in Hugging Face's key order;
 //  - StrTable and PairTable, flat open-addressing hash tables for the hot lookups (vocabulary,
 //    word caches, merge ranks): one probe sequence in one array instead of a node chase.
 #pragma once
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,27 +20,32 @@ namespace saobp::tok {
 
 struct JNode {
   enum Kind { null, boolean, number, string, array, object } kind = null;
-  int64_t line = 1;        // 1-based line where the value starts
+  int64_t line = 1;  // 1-based line where the value starts
   bool b = false;
   double num = 0;
-  bool integral = false;   // the number was written without fraction or exponent
-  int64_t i = 0;           // its value when integral
-  std::string str;         // string value
-  std::vector<JNode> items;                            // array
+  bool integral = false;     // an integer that fits int64 (written without fraction or exponent)
+  int64_t i = 0;             // its value when integral
+  std::string str;           // string value
+  std::vector<JNode> items;  // array
   std::vector<std::pair<std::string, JNode>> members;  // object, in file order (keys may repeat)
 
   const JNode* get(std::string_view key) const;  // first member named key, or nullptr
 };
 
 // Parses a whole JSON document; a syntax error or ill-formed UTF-8 throws
-// "[tokenizer] file:line: ..." naming `file`.
+// "[tokenizer] file:line: malformed JSON: ..." naming `file`.
 JNode parse_json(std::string_view text, const std::string& file);
 
-// `s` as a JSON string literal (quotes included); non-ASCII is written as UTF-8.
-std::string json_quote(std::string_view s);
+// The text of a tokenizer file: j.dump(2) and a final newline (serde_json's pretty layout, the
+// one Hugging Face's save() writes).
+std::string json_text(const nlohmann::ordered_json& j);
 
-// 1-based line of byte offset `pos` in `text`.
-int64_t line_of(std::string_view text, size_t pos);
+// {"token": id, ...} in id order. The tokens are distinct: they are appended without
+// ordered_json's search for an existing key, which is quadratic over a 50k-token vocabulary.
+nlohmann::ordered_json vocab_object(const std::vector<std::string>& tokens);
+
+// One entry of tokenizer.json's "added_tokens": a special token matched on the raw text.
+nlohmann::ordered_json added_token(int32_t id, const std::string& content);
 
 // A fast 64-bit hash of short byte strings (never 0).
 inline uint64_t hash_bytes(std::string_view s) {
@@ -69,7 +76,8 @@ class StrTable {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.h == 0) return -1;
-      if (s.h == h && s.len == k.size() && std::memcmp(arena_.data() + s.off, k.data(), k.size()) == 0) return s.val;
+      if (s.h == h && s.len == k.size() && std::memcmp(arena_.data() + s.off, k.data(), k.size()) == 0)
+        return s.val;
     }
   }
   // Inserts k -> v unless k is present; returns the payload stored for k and whether it is new.
@@ -84,7 +92,8 @@ class StrTable {
         ++n_;
         return {v, true};
       }
-      if (s.h == h && s.len == k.size() && std::memcmp(arena_.data() + s.off, k.data(), k.size()) == 0) return {s.val, false};
+      if (s.h == h && s.len == k.size() && std::memcmp(arena_.data() + s.off, k.data(), k.size()) == 0)
+        return {s.val, false};
     }
   }
   size_t size() const { return n_; }
@@ -173,14 +182,16 @@ class WordCache {
     const int64_t v = keys_.find(word);
     if (v < 0) return false;
     const auto off = static_cast<size_t>(v >> 20), n = static_cast<size_t>(v & 0xFFFFF);
-    out.insert(out.end(), ids_.begin() + static_cast<std::ptrdiff_t>(off), ids_.begin() + static_cast<std::ptrdiff_t>(off + n));
+    out.insert(out.end(), ids_.begin() + static_cast<std::ptrdiff_t>(off),
+               ids_.begin() + static_cast<std::ptrdiff_t>(off + n));
     return true;
   }
   void put(std::string_view word, const int32_t* ids, size_t n) {
     if (word.size() > 256 || n >= (1u << 20)) return;
     std::lock_guard<std::mutex> lock(mu_);
     if (keys_.size() >= kMaxWords) return;
-    if (keys_.insert(word, static_cast<int64_t>((ids_.size() << 20) | n)).second) ids_.insert(ids_.end(), ids, ids + n);
+    if (keys_.insert(word, static_cast<int64_t>((ids_.size() << 20) | n)).second)
+      ids_.insert(ids_.end(), ids, ids + n);
   }
 
  private:

@@ -3,21 +3,15 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hash.h"
 #include "data/tokenizer_io.h"
 #include "data/unicode.h"
 
 namespace saobp {
-
-uint64_t fnv1a(std::string_view s, uint64_t h) {
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 namespace {
 
@@ -69,14 +63,19 @@ void bert_split(std::string_view text, const BertNormalizerOptions& o, std::stri
     for (const char ch : text) {
       const unsigned char c = static_cast<unsigned char>(ch);
       switch (tab[c]) {
-        case kDrop: break;
-        case kSpace: end_word(); break;
+        case kDrop:
+          break;
+        case kSpace:
+          end_word();
+          break;
         case kPunct:
           end_word();
           buf.push_back(ch);
           end_word();
           break;
-        case kKeep: buf.push_back(static_cast<char>(o.lowercase && c >= 'A' && c <= 'Z' ? c + 32 : c)); break;
+        case kKeep:
+          buf.push_back(static_cast<char>(o.lowercase && c >= 'A' && c <= 'Z' ? c + 32 : c));
+          break;
       }
     }
     end_word();
@@ -113,8 +112,10 @@ void bert_split(std::string_view text, const BertNormalizerOptions& o, std::stri
     const int32_t c = uni::next_cp(s1, i);
     if (o.strip_accents && c >= 0x300 && uni::is_nonspacing_mark(c)) continue;
     low.clear();
-    if (o.lowercase) uni::append_lower(low, c);
-    else uni::append_utf8(low, c);
+    if (o.lowercase)
+      uni::append_lower(low, c);
+    else
+      uni::append_utf8(low, c);
     for (size_t j = 0; j < low.size();) {
       const size_t js = j;
       const int32_t d = uni::next_cp(low, j);
@@ -135,11 +136,16 @@ void bert_split(std::string_view text, const BertNormalizerOptions& o, std::stri
 WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens, const BertNormalizerOptions& norm,
                                        std::string unk, std::string prefix, int64_t max_chars,
                                        const std::string& source, int64_t specials_line)
-    : tokens_(std::move(tokens)), norm_(norm), unk_(std::move(unk)), prefix_(std::move(prefix)),
+    : tokens_(std::move(tokens)),
+      norm_(norm),
+      unk_(std::move(unk)),
+      prefix_(std::move(prefix)),
       max_chars_(max_chars) {
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const auto [first, fresh] = vocab_.insert(tokens_[i], static_cast<int64_t>(i));
-    if (!fresh) fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", source, i + 1, tokens_[i], first + 1);
+    if (!fresh)
+      fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", source, i + 1, tokens_[i],
+           first + 1);
   }
   auto need = [&](const std::string& t) {
     const int32_t id = token_to_id(t);
@@ -155,9 +161,10 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens, const Be
   special_.mask = need("[MASK]");
   for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) added_.emplace_back(s, token_to_id(s));
   if (unk_ != "[UNK]") added_.emplace_back(unk_, special_.unk);
-  uint64_t h = fnv1a(fmt::format("wordpiece\n{}{}{}{}\n{}\n{}\n{}\n", norm_.clean_text, norm_.handle_chinese_chars,
-                                 norm_.strip_accents, norm_.lowercase, unk_, prefix_, max_chars_));
-  for (const auto& t : tokens_) h = fnv1a(t, fnv1a("\n", h));
+  uint64_t h =
+      fnv1a64(fmt::format("wordpiece\n{}{}{}{}\n{}\n{}\n{}\n", norm_.clean_text, norm_.handle_chinese_chars,
+                          norm_.strip_accents, norm_.lowercase, unk_, prefix_, max_chars_));
+  for (const auto& t : tokens_) h = fnv1a64(t, fnv1a64("\n", h));
   fingerprint_ = h;
 }
 
@@ -252,11 +259,12 @@ std::string WordPieceTokenizer::decode(const std::vector<int32_t>& ids) const {
     first = false;
     // HF's cleanup (decoders/wordpiece.rs), applied to each token with its leading space.
     static const std::pair<const char*, const char*> kCleanup[] = {
-        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+        {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
         {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
     for (const auto& [from, to] : kCleanup) {
       const std::string_view f = from;
-      for (size_t p = piece.find(f); p != std::string::npos; p = piece.find(f, p + std::string_view(to).size()))
+      for (size_t p = piece.find(f); p != std::string::npos;
+           p = piece.find(f, p + std::string_view(to).size()))
         piece.replace(p, f.size(), to);
     }
     out += piece;
@@ -270,37 +278,50 @@ void WordPieceTokenizer::save(const std::string& dir) const {
   for (const auto& t : tokens_) vocab_txt += t + "\n";
   write_file_atomic(dir + "/vocab.txt", vocab_txt);
 
-  std::string j = "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [";
-  const std::pair<const char*, int32_t> specials[] = {
-      {"[PAD]", special_.pad}, {"[UNK]", special_.unk}, {"[CLS]", special_.cls}, {"[SEP]", special_.sep}, {"[MASK]", special_.mask}};
+  using nlohmann::ordered_json;
+  const std::pair<const char*, int32_t> specials[] = {{"[PAD]", special_.pad},
+                                                      {"[UNK]", special_.unk},
+                                                      {"[CLS]", special_.cls},
+                                                      {"[SEP]", special_.sep},
+                                                      {"[MASK]", special_.mask}};
   std::vector<std::pair<int32_t, std::string>> sorted;
   for (const auto& [s, id] : specials) sorted.emplace_back(id, id == special_.unk ? unk_ : s);
   std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); ++i)
-    j += fmt::format("{}\n    {{\"id\": {}, \"content\": {}, \"single_word\": false, \"lstrip\": false, "
-                     "\"rstrip\": false, \"normalized\": false, \"special\": true}}",
-                     i ? "," : "", sorted[i].first, tok::json_quote(sorted[i].second));
-  j += "\n  ],\n";
-  j += fmt::format("  \"normalizer\": {{\"type\": \"BertNormalizer\", \"clean_text\": {}, \"handle_chinese_chars\": {}, "
-                   "\"strip_accents\": {}, \"lowercase\": {}}},\n",
-                   norm_.clean_text, norm_.handle_chinese_chars, norm_.strip_accents, norm_.lowercase);
-  j += "  \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"},\n";
-  j += fmt::format("  \"post_processor\": {{\"type\": \"BertProcessing\", \"sep\": [\"[SEP]\", {}], \"cls\": [\"[CLS]\", {}]}},\n",
-                   special_.sep, special_.cls);
-  j += fmt::format("  \"decoder\": {{\"type\": \"WordPiece\", \"prefix\": {}, \"cleanup\": true}},\n", tok::json_quote(prefix_));
-  j += fmt::format("  \"model\": {{\n    \"type\": \"WordPiece\",\n    \"unk_token\": {},\n    \"continuing_subword_prefix\": {},\n"
-                   "    \"max_input_chars_per_word\": {},\n    \"vocab\": {{",
-                   tok::json_quote(unk_), tok::json_quote(prefix_), max_chars_);
-  for (size_t i = 0; i < tokens_.size(); ++i) j += fmt::format("{}\n      {}: {}", i ? "," : "", tok::json_quote(tokens_[i]), i);
-  j += "\n    }\n  }\n}\n";
-  write_file_atomic(dir + "/tokenizer.json", j);
-
-  write_file_atomic(dir + "/tokenizer_config.json",
-                    fmt::format("{{\n  \"tokenizer_class\": \"BertTokenizerFast\",\n  \"do_lower_case\": {},\n"
-                                "  \"strip_accents\": {},\n  \"tokenize_chinese_chars\": {},\n  \"unk_token\": {},\n"
-                                "  \"sep_token\": \"[SEP]\",\n  \"pad_token\": \"[PAD]\",\n  \"cls_token\": \"[CLS]\",\n"
-                                "  \"mask_token\": \"[MASK]\"\n}}\n",
-                                norm_.lowercase, norm_.strip_accents, norm_.handle_chinese_chars, tok::json_quote(unk_)));
+  ordered_json added = ordered_json::array();
+  for (const auto& [id, s] : sorted) added.push_back(tok::added_token(id, s));
+  const ordered_json j = {{"version", "1.0"},
+                          {"truncation", nullptr},
+                          {"padding", nullptr},
+                          {"added_tokens", std::move(added)},
+                          {"normalizer",
+                           {{"type", "BertNormalizer"},
+                            {"clean_text", norm_.clean_text},
+                            {"handle_chinese_chars", norm_.handle_chinese_chars},
+                            {"strip_accents", norm_.strip_accents},
+                            {"lowercase", norm_.lowercase}}},
+                          {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+                          {"post_processor",
+                           {{"type", "BertProcessing"},
+                            {"sep", ordered_json::array({"[SEP]", special_.sep})},
+                            {"cls", ordered_json::array({"[CLS]", special_.cls})}}},
+                          {"decoder", {{"type", "WordPiece"}, {"prefix", prefix_}, {"cleanup", true}}},
+                          {"model",
+                           {{"type", "WordPiece"},
+                            {"unk_token", unk_},
+                            {"continuing_subword_prefix", prefix_},
+                            {"max_input_chars_per_word", max_chars_},
+                            {"vocab", tok::vocab_object(tokens_)}}}};
+  write_file_atomic(dir + "/tokenizer.json", tok::json_text(j));
+  const ordered_json config = {{"tokenizer_class", "BertTokenizerFast"},
+                               {"do_lower_case", norm_.lowercase},
+                               {"strip_accents", norm_.strip_accents},
+                               {"tokenize_chinese_chars", norm_.handle_chinese_chars},
+                               {"unk_token", unk_},
+                               {"sep_token", "[SEP]"},
+                               {"pad_token", "[PAD]"},
+                               {"cls_token", "[CLS]"},
+                               {"mask_token", "[MASK]"}};
+  write_file_atomic(dir + "/tokenizer_config.json", tok::json_text(config));
 }
 
 namespace {
@@ -325,7 +346,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_vocab_txt(const std
     const std::string_view raw = std::string_view(text).substr(pos, nl - pos);
     pos = nl + 1;
     const size_t bad = uni::find_invalid_utf8(raw);
-    if (bad != std::string_view::npos) fail("tokenizer", "{}:{}: invalid UTF-8 at byte {} of the line", file, line, bad);
+    if (bad != std::string_view::npos)
+      fail("tokenizer", "{}:{}: invalid UTF-8 at byte {} of the line", file, line, bad);
     const std::string_view t = trim_end(raw);
     if (t.empty()) fail("tokenizer", "{}:{}: empty token", file, line);
     tokens.emplace_back(t);
@@ -334,7 +356,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_vocab_txt(const std
   return std::make_unique<WordPieceTokenizer>(std::move(tokens), norm, "[UNK]", "##", 100, file);
 }
 
-std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const tok::JNode& root, std::string_view,
+std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const tok::JNode& root,
+                                                                            std::string_view,
                                                                             const std::string& file) {
   using tok::JNode;
   const JNode* model = root.get("model");
@@ -347,7 +370,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(cons
     auto flag = [&](const char* key, bool dflt) {
       const JNode* v = n->get(key);
       if (!v || v->kind == JNode::null) return dflt;
-      if (v->kind != JNode::boolean) fail("tokenizer", "{}:{}: normalizer.{} must be true, false or null", file, v->line, key);
+      if (v->kind != JNode::boolean)
+        fail("tokenizer", "{}:{}: normalizer.{} must be true, false or null", file, v->line, key);
       return v->b;
     };
     norm.clean_text = flag("clean_text", true);
@@ -361,7 +385,8 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(cons
   if (pre && pre->kind != JNode::null) {
     const JNode* type = pre->get("type");
     if (!type || type->str != "BertPreTokenizer")
-      fail("tokenizer", "{}:{}: unsupported pre_tokenizer for WordPiece (only BertPreTokenizer)", file, pre->line);
+      fail("tokenizer", "{}:{}: unsupported pre_tokenizer for WordPiece (only BertPreTokenizer)", file,
+           pre->line);
   }
   auto str = [&](const char* key, const char* dflt) {
     const JNode* v = model->get(key);
@@ -372,18 +397,21 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(cons
   const std::string unk = str("unk_token", "[UNK]"), prefix = str("continuing_subword_prefix", "##");
   int64_t max_chars = 100;
   if (const JNode* m = model->get("max_input_chars_per_word"); m && m->kind != JNode::null) {
-    if (!m->integral || m->i <= 0) fail("tokenizer", "{}:{}: max_input_chars_per_word must be a positive integer", file, m->line);
+    if (!m->integral || m->i <= 0)
+      fail("tokenizer", "{}:{}: max_input_chars_per_word must be a positive integer", file, m->line);
     max_chars = m->i;
   }
   const JNode* vocab = model->get("vocab");
-  if (!vocab || vocab->kind != JNode::object) fail("tokenizer", "{}:{}: model.vocab must be an object", file, model->line);
+  if (!vocab || vocab->kind != JNode::object)
+    fail("tokenizer", "{}:{}: model.vocab must be an object", file, model->line);
   std::vector<std::string> tokens(vocab->members.size());
   std::vector<int64_t> lines(vocab->members.size(), 0);
   for (const auto& [t, v] : vocab->members) {
     if (!v.integral || v.i < 0 || v.i >= static_cast<int64_t>(tokens.size()))
       fail("tokenizer", "{}:{}: id of '{}' must be an integer in [0, {})", file, v.line, t, tokens.size());
     const size_t id = static_cast<size_t>(v.i);
-    if (lines[id]) fail("tokenizer", "{}:{}: id {} given twice (first at line {})", file, v.line, id, lines[id]);
+    if (lines[id])
+      fail("tokenizer", "{}:{}: id {} given twice (first at line {})", file, v.line, id, lines[id]);
     if (t.empty()) fail("tokenizer", "{}:{}: empty token", file, v.line);
     tokens[id] = t;
     lines[id] = v.line;
@@ -392,10 +420,11 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(cons
   tok::StrMap seen;
   for (const auto& [t, v] : vocab->members) {
     const auto [it, fresh] = seen.emplace(t, static_cast<int32_t>(v.line));
-    if (!fresh) fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", file, v.line, t, it->second);
+    if (!fresh)
+      fail("tokenizer", "{}:{}: duplicate token '{}' (first at line {})", file, v.line, t, it->second);
   }
-  return std::make_unique<WordPieceTokenizer>(std::move(tokens), norm, unk, prefix, max_chars,
-                                              file, vocab->line);
+  return std::make_unique<WordPieceTokenizer>(std::move(tokens), norm, unk, prefix, max_chars, file,
+                                              vocab->line);
 }
 
 }  // namespace saobp

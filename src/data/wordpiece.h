@@ -93,9 +93,6 @@ class WordPieceTokenizer final : public Tokenizer {
   mutable tok::WordCache cache_;
 };
 
-// FNV-1a 64.
-uint64_t fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ull);
-
 // Splits `text` on occurrences of the added tokens (longest match at the earliest position) and
 // calls segment(text) for the text between them and emit(id) for each added token.
 template <class Seg, class Emit>

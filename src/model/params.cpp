@@ -1,14 +1,11 @@
 #include "model/params.h"
 
+#include "core/hash.h"
 #include "tensor/kernels.h"
 
 namespace saobp {
 
-uint64_t name_stream(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+uint64_t name_stream(const std::string& name) { return fnv1a64(name); }
 
 Var ParamStore::add(const std::string& name, const Shape& shape, Init init, double std) {
   for (const Var& p : params_)

@@ -1,5 +1,6 @@
 #include "train/analysis.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -14,13 +15,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The task of a checkpoint with its weights loaded (the checkpoint's own tokenizer when it
-// carries one).
+// The task of a checkpoint with its weights loaded, with the checkpoint's own tokenizer when it
+// carries one (unless an override names data.vocab): the folder is all a single input needs.
+// The corpus is read only when a batch is asked for (data_setup.h).
 std::unique_ptr<Task> load_task(const std::string& dir, const std::vector<std::string>& overrides, RunConfig& cfg) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail("analyze", "{}: not a checkpoint directory", dir);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
-  if (cfg.data.vocab.empty() && fs::exists(fs::path(dir) / "tokenizer.json", ec)) cfg.data.vocab = dir;
+  const bool vocab_given = std::any_of(overrides.begin(), overrides.end(),
+                                       [](const std::string& o) { return o.starts_with("data.vocab="); });
+  if (!vocab_given && fs::exists(fs::path(dir) / "tokenizer.json", ec)) cfg.data.vocab = dir;
   std::unique_ptr<Task> task = make_task(cfg);
   load_weights(dir, task->params());
   return task;

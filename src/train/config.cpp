@@ -16,6 +16,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace saobp {
 namespace {
@@ -565,14 +566,7 @@ std::string to_toml(const RunConfig& cfg) {
   return out;
 }
 
-uint64_t config_hash(const RunConfig& cfg) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a 64
-  for (unsigned char c : to_toml(cfg)) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+uint64_t config_hash(const RunConfig& cfg) { return fnv1a64(to_toml(cfg)); }
 
 AttentionSpec attention_spec(const RunConfig& cfg) {
   AttentionSpec a;

@@ -1,11 +1,17 @@
 #include "train/data_setup.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hash.h"
 #include "data/batching.h"
 #include "data/corpus.h"
 #include "data/token_cache.h"
@@ -27,10 +33,7 @@ bool is_valid_doc(const RunConfig& cfg, uint64_t d) {
   return philox::to_unit_float(philox::word(cfg.train.seed, kSplitStream, d)) < cfg.data.valid_fraction;
 }
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  return h;
-}
+uint64_t mix(uint64_t h, uint64_t v) { return fnv1a64_u64(v, h); }
 
 // What decides the split: the corpus, the seed and the validation fraction.
 uint64_t split_key(const RunConfig& cfg) {
@@ -52,22 +55,43 @@ struct Caches {
   std::shared_ptr<const TokenCache> train, valid;
 };
 
+// The run's two token files (train, valid) and the keys this run wants them to have.
+struct CacheFiles {
+  fs::path dir;
+  std::string path[2];
+  TokenCacheKey want[2];
+  // Both files exist with this run's keys (read from their headers only).
+  bool fresh() const {
+    for (int s = 0; s < 2; ++s) {
+      TokenCacheKey have;
+      if (!read_token_cache_key(path[s], have) || !(have == want[s])) return false;
+    }
+    return true;
+  }
+};
+
+CacheFiles cache_files(const RunConfig& cfg, const Tokenizer& tok) {
+  CacheFiles f;
+  f.dir = fs::path(cfg.train.run_dir) / "cache";
+  const uint64_t key = split_key(cfg);
+  f.want[0] = {tok.fingerprint(), mix(key, 1)}, f.want[1] = {tok.fingerprint(), mix(key, 2)};
+  f.path[0] = (f.dir / "tokens-train.bin").string(), f.path[1] = (f.dir / "tokens-valid.bin").string();
+  return f;
+}
+
+Caches open_caches(const CacheFiles& f) {
+  return {std::make_shared<const TokenCache>(TokenCache::open(f.path[0])),
+          std::make_shared<const TokenCache>(TokenCache::open(f.path[1]))};
+}
+
 // The token caches of the run, rebuilt when missing or when their key (tokenizer, corpus,
 // split) differs from this run's.
 Caches token_caches(const RunConfig& cfg, const Tokenizer& tok) {
-  const fs::path dir = fs::path(cfg.train.run_dir) / "cache";
-  fs::create_directories(dir);
-  const uint64_t key = split_key(cfg);
-  const TokenCacheKey want[2] = {{tok.fingerprint(), mix(key, 1)}, {tok.fingerprint(), mix(key, 2)}};
-  const std::string path[2] = {(dir / "tokens-train.bin").string(), (dir / "tokens-valid.bin").string()};
-  bool fresh = true;
-  for (int s = 0; s < 2; ++s) {
-    TokenCacheKey have;
-    if (!read_token_cache_key(path[s], have) || !(have == want[s])) fresh = false;
-  }
-  if (!fresh) {
-    fmt::print("data: tokenizing {} into {}\n", cfg.data.path, dir.string());
-    TokenCacheWriter train(path[0], want[0]), valid(path[1], want[1]);
+  const CacheFiles f = cache_files(cfg, tok);
+  fs::create_directories(f.dir);
+  if (!f.fresh()) {
+    fmt::print("data: tokenizing {} into {}\n", cfg.data.path, f.dir.string());
+    TokenCacheWriter train(f.path[0], f.want[0]), valid(f.path[1], f.want[1]);
     uint64_t d = 0;
     for_each_document(corpus_spec(cfg), [&](const Document& doc) {
       TokenCacheWriter& w = is_valid_doc(cfg, d++) ? valid : train;
@@ -79,13 +103,88 @@ Caches token_caches(const RunConfig& cfg, const Tokenizer& tok) {
     });
     train.finish(), valid.finish();
   }
-  Caches c{std::make_shared<const TokenCache>(TokenCache::open(path[0])),
-           std::make_shared<const TokenCache>(TokenCache::open(path[1]))};
+  const Caches c = open_caches(f);
   fmt::print("data: {} training tokens in {} documents, {} validation tokens in {} documents\n",
              c.train->tokens().size(), c.train->document_end().size(), c.valid->tokens().size(),
              c.valid->document_end().size());
   return c;
 }
+
+// The held-out split alone, for a run that asks for no training batch (eval, analyze, inspect
+// of a checkpoint): the run's caches when they are fresh (opened read-only), else the held-out
+// documents tokenized into a temporary file that is unlinked once mapped, so nothing is left
+// behind and the training documents are read but not tokenized. The same documents through
+// the same loop as token_caches: the same tokens. `train` is the held-out cache again, a
+// placeholder that no batch reads (a training batch rebuilds the source with token_caches).
+Caches held_out_caches(const RunConfig& cfg, const Tokenizer& tok) {
+  const CacheFiles f = cache_files(cfg, tok);
+  if (f.fresh()) return open_caches(f);
+  static std::atomic<uint64_t> serial{0};
+  const fs::path path =
+      fs::temp_directory_path() / fmt::format("saobp-{}-{}-tokens-valid.bin", ::getpid(), serial++);
+  fmt::print("data: tokenizing the held-out documents of {}\n", cfg.data.path);
+  {
+    TokenCacheWriter valid(path.string(), f.want[1]);
+    uint64_t d = 0;
+    for_each_document(corpus_spec(cfg), [&](const Document& doc) {
+      if (!is_valid_doc(cfg, d++)) return;
+      for (const std::string& line : doc.lines) {
+        const std::vector<int32_t> ids = tok.encode(line);
+        valid.add_sentence(ids);
+      }
+      valid.end_document();
+    });
+    valid.finish();
+  }
+  struct Unlink {
+    fs::path p;
+    ~Unlink() {
+      std::error_code ec;
+      fs::remove(p, ec);  // a mapping outlives its name
+    }
+  } drop_name{path};
+  const auto cache = std::make_shared<const TokenCache>(TokenCache::open(path.string()));
+  if (cache->tokens().empty())
+    fail("data", "{}: the held-out split has no text (data.valid_fraction = {}); raise data.valid_fraction",
+         cfg.data.path, cfg.data.valid_fraction);
+  fmt::print("data: {} validation tokens in {} documents\n", cache->tokens().size(),
+             cache->document_end().size());
+  return {cache, cache};
+}
+
+// A corpus source built on the first batch asked for: a training batch (or
+// prepare_training) prepares both splits (token_caches, under train.run_dir), a held-out batch
+// only the held-out one (held_out_caches), so a task made from a checkpoint touches no corpus
+// until it needs one. Batches are those of the source it wraps: the held-out ones do not depend
+// on the training split.
+template <class Source, class Batch>
+class LazySource : public Source {
+ public:
+  using Make = std::function<std::unique_ptr<Source>(const Caches&)>;
+  LazySource(RunConfig cfg, std::shared_ptr<const Tokenizer> tok, Make make)
+      : cfg_(std::move(cfg)), tok_(std::move(tok)), make_(std::move(make)) {}
+  Batch batch(Split split, int64_t index) const override { return source(split)->batch(split, index); }
+  void prepare_training() const { source(Split::train); }
+
+ private:
+  std::shared_ptr<const Source> source(Split split) const {
+    std::lock_guard<std::mutex> lock(m_);
+    if (split == Split::train && !with_train_) {
+      source_ = make_(token_caches(cfg_, *tok_));
+      with_train_ = true;
+    } else if (!source_) {
+      source_ = make_(held_out_caches(cfg_, *tok_));
+    }
+    return source_;
+  }
+
+  RunConfig cfg_;
+  std::shared_ptr<const Tokenizer> tok_;
+  Make make_;
+  mutable std::mutex m_;
+  mutable std::shared_ptr<const Source> source_;
+  mutable bool with_train_ = false;
+};
 
 bool is_corpus(const RunConfig& cfg) { return cfg.data.kind != "synthetic" && cfg.data.kind != "task"; }
 
@@ -139,10 +238,16 @@ MlmData prepare_mlm_data(const RunConfig& cfg) {
   d.tokenizer = run_tokenizer(cfg);
   check_fits(cfg, *d.tokenizer);
   const SpecialTokens& sp = d.tokenizer->special();
-  const Caches c = token_caches(cfg, *d.tokenizer);
   d.pad_id = sp.pad;
-  d.source = corpus_mlm_source(c.train, c.valid, B, T, d.tokenizer->vocab_size(), {sp.cls, sp.sep, sp.pad, sp.mask},
-                               cfg.train.seed, cfg.data.mlm_probability);
+  const int64_t V = d.tokenizer->vocab_size();
+  const MlmSpecials specials{sp.cls, sp.sep, sp.pad, sp.mask};
+  const uint64_t seed = cfg.train.seed;
+  const double p = cfg.data.mlm_probability;
+  auto source = std::make_unique<LazySource<MlmSource, MlmBatch>>(cfg, d.tokenizer, [=](const Caches& c) {
+    return corpus_mlm_source(c.train, c.valid, B, T, V, specials, seed, p);
+  });
+  d.prepare_training = [s = source.get()] { s->prepare_training(); };
+  d.source = std::move(source);
   return d;
 }
 
@@ -155,9 +260,14 @@ ClmData prepare_clm_data(const RunConfig& cfg) {
   }
   d.tokenizer = run_tokenizer(cfg);
   check_fits(cfg, *d.tokenizer);
-  const Caches c = token_caches(cfg, *d.tokenizer);
   d.eos_id = d.tokenizer->special().eos;
-  d.source = corpus_clm_source(c.train, c.valid, B, T, d.eos_id, cfg.train.seed);
+  const int32_t eos = d.eos_id;
+  const uint64_t seed = cfg.train.seed;
+  auto source = std::make_unique<LazySource<ClmSource, ClmBatch>>(cfg, d.tokenizer, [=](const Caches& c) {
+    return corpus_clm_source(c.train, c.valid, B, T, eos, seed);
+  });
+  d.prepare_training = [s = source.get()] { s->prepare_training(); };
+  d.source = std::move(source);
   return d;
 }
 

@@ -29,6 +29,10 @@ class LmTask : public Task {
     ids = b.ids, mask = b.key_mask;
   }
   const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+  // The trainer calls this before its first step: a corpus is tokenized here (or its cache
+  // opened), not inside the first timed step; eval, analyze and inspect do not, so they prepare
+  // only what their batches need (data_setup.h).
+  void prepare_training() override { data_.prepare_training(); }
 
  protected:
   LmTask(const RunConfig& cfg, Data data) : cfg_(cfg), data_(std::move(data)) {}

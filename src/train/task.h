@@ -65,6 +65,9 @@ class Task {
     return nullptr;
   }
   virtual nlohmann::json hf_config() const = 0;
+  // Prepares what training batches need (a corpus's token cache) before the first step, so the
+  // first timed step does not pay for it. Evaluation never calls it.
+  virtual void prepare_training() {}
   // Batches in one pass over a finite training set (train.epochs); 0: an endless stream.
   virtual int64_t train_batches_per_epoch() const { return 0; }
   // Name prefixes of the tensors a pretrained body lacks (a task head): --init initializes
@@ -75,8 +78,9 @@ class Task {
 };
 
 // The task of cfg: bert + corpus/synthetic -> masked LM, gpt2 -> causal LM, data.kind "task"
-// -> the long-range classification task. Builds the model (seeded by train.seed) and prepares
-// the data (tokenizer, token cache) under train.run_dir.
+// -> the long-range classification task, data.kind "benchmark" -> fine-tuning. Builds the model
+// (seeded by train.seed) and the tokenizer; a corpus is read when batches are first asked for
+// (prepare_training: the token cache under train.run_dir).
 std::unique_ptr<Task> make_task(const RunConfig& cfg);
 
 std::unique_ptr<Task> make_mlm_task(const RunConfig& cfg);

@@ -67,11 +67,19 @@ std::string progress_bar(int64_t done, int64_t total, double secs_per_step) {
                      static_cast<int>(eta) % 60);
 }
 
+// The time left as mm:ss, or h:mm:ss from an hour on, for the log line.
+std::string eta_text(double secs) {
+  const int64_t s = std::max<int64_t>(0, std::llround(secs));
+  if (s >= 3600) return fmt::format("{}:{:02d}:{:02d}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{:02d}:{:02d}", s / 60, s % 60);
+}
+
 }  // namespace
 
 TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   if (given.train.threads > 0) omp_set_num_threads(given.train.threads);
   const std::unique_ptr<Task> task = make_task(given);
+  task->prepare_training();
   // train.epochs becomes a step count once the task knows its training set; the config as
   // given (epochs, not steps) is what checkpoints hold and the hash covers.
   const int64_t batches_per_epoch = task->train_batches_per_epoch();
@@ -164,9 +172,12 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
         line["skip_rate"] = rates;
         skips = fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
       }
-      say(fmt::format("step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
-                      "entropy L0 {:.3f} L{} {:.3f}{}",
-                      state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs, h0, maps.size() - 1, h1, skips));
+      say(fmt::format(
+          "step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
+          "ETA {} | entropy L0 {:.3f} L{} {:.3f}{}",
+          state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs,
+          eta_text(avg_secs * static_cast<double>(tc.max_steps - state.step)), h0, maps.size() - 1, h1,
+          skips));
       metrics << line.dump() << '\n';
       metrics.flush();
     }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/fs.h"
 #include "data/token_cache.h"
@@ -47,6 +48,24 @@ RunConfig corpus_config(const std::string& run_dir, const std::string& corpus, c
                                 "data.valid_fraction=0.1", "train.run_dir=" + run_dir};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("", o);
+}
+
+// Every path under `dir` with its size and modification time.
+std::map<std::string, std::string> listing(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out[e.path().string()] = std::to_string(e.is_regular_file() ? e.file_size() : 0) + " bytes, mtime " +
+                             std::to_string(e.last_write_time().time_since_epoch().count());
+  return out;
+}
+
+// Temporary token files of this process left in the temp folder.
+int leftover_temp_files() {
+  const std::string prefix = "saobp-" + std::to_string(::getpid()) + "-";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))
+    n += e.path().filename().string().starts_with(prefix) && e.path().string().ends_with("-tokens-valid.bin");
+  return n;
 }
 
 }  // namespace
@@ -130,4 +149,56 @@ TEST_CASE("corpus training: bad corpus and vocabulary files are named", "[train]
   CHECK_THROWS_WITH(train(corpus_config(dir + "/run2", dir + "/ok.txt", "bert", {"data.vocab=" + vocab}), quiet),
                     Catch::Contains("[CLS]"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("corpus training: inspect needs only the checkpoint, eval and analyze write nothing",
+          "[train][data]") {
+  for (const char* family : {"bert", "gpt2"}) {
+    INFO(family);
+    const std::string dir = temp_dir(std::string("alone-") + family);
+    const std::string corpus = dir + "/corpus.txt", run = dir + "/run", final_dir = run + "/final";
+    write_corpus(corpus);
+    TrainOptions quiet;
+    quiet.quiet = true;
+    train(corpus_config(run, corpus, family, {"train.save_every=0"}), quiet);
+    const auto trained = listing(run);
+    REQUIRE(trained.count(run + "/cache/tokens-valid.bin"));
+
+    // With the run's cache: read, not rewritten.
+    AnalysisOptions ao;
+    ao.samples = 6;
+    const DiagnosticsReport analyzed = analyze_checkpoint(final_dir, ao);
+    const EvalResult evaluated = evaluate_checkpoint(final_dir, {});
+    CHECK(listing(run) == trained);
+
+    // Without it: only the held-out documents are tokenized, into a temporary file that is gone
+    // afterwards; nothing appears in the run, and the numbers are the same.
+    fs::rename(run + "/cache", dir + "/cache-moved");
+    const auto uncached = listing(run);
+    CHECK(analyze_checkpoint(final_dir, ao).to_json() == analyzed.to_json());
+    const EvalResult e = evaluate_checkpoint(final_dir, {});
+    CHECK(e.loss == evaluated.loss);
+    CHECK(e.predictions == evaluated.predictions);
+    const Inspection sample = inspect_sample(final_dir, 1);
+    CHECK_FALSE(sample.ids.empty());
+    CHECK(listing(run) == uncached);
+    CHECK(leftover_temp_files() == 0);
+
+    // Without the corpus: inspect --text and --ids from the checkpoint alone, bitwise as before.
+    const Inspection before = inspect_checkpoint(final_dir, "the cat sees the moon", {});
+    fs::rename(corpus, dir + "/corpus-moved.txt");
+    const Inspection text = inspect_checkpoint(final_dir, "the cat sees the moon", {});
+    CHECK(text.ids == before.ids);
+    CHECK(text.tokens == before.tokens);
+    CHECK(text.logits.to_vector<float>() == before.logits.to_vector<float>());
+    const Inspection ids = inspect_checkpoint(final_dir, "", text.ids);
+    CHECK(ids.tokens == text.tokens);
+    CHECK(ids.logits.to_vector<float>() == text.logits.to_vector<float>());
+    write_inspection(ids, dir + "/inspect.safetensors");
+    CHECK(listing(run) == uncached);
+    // analyze needs the held-out text: the error names the corpus.
+    CHECK_THROWS_WITH(analyze_checkpoint(final_dir, ao), Catch::Contains("corpus.txt"));
+    CHECK(listing(run) == uncached);
+    fs::remove_all(dir);
+  }
 }

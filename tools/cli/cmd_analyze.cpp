@@ -22,7 +22,8 @@ struct AnalyzeCli {
 };
 
 // --data: "valid" (the checkpoint's own held-out split) or KIND:PATH, a corpus in one of the
-// formats of docs/data.md, read with the checkpoint's tokenizer (its held-out split is used).
+// formats of docs/data.md, read with the checkpoint's tokenizer (only its held-out split is
+// tokenized, into a temporary file: data_setup.h).
 std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& out) {
   std::vector<std::string> ov = o.overrides;
   if (o.data == "valid") return ov;
@@ -33,7 +34,8 @@ std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& 
          o.data);
   ov.push_back("data.kind=" + o.data.substr(0, colon));
   ov.push_back("data.path=" + o.data.substr(colon + 1));
-  ov.push_back("train.run_dir=" + (fs::path(out) / "data").string());  // its token cache goes here
+  // Anything the data would write (a vocabulary, for a checkpoint without a tokenizer) goes here.
+  ov.push_back("train.run_dir=" + (fs::path(out) / "data").string());
   return ov;
 }
 

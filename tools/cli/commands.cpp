@@ -27,6 +27,7 @@ void register_all(CLI::App& app) {
   register_train(app);
   register_bench(app);
   register_vocab(app);
+  register_tokenize(app);
   register_bench_tokenize(app);
   register_report(app);
   register_analyze(app);

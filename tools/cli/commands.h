@@ -23,6 +23,7 @@ void register_bench_step(CLI::App& app);
 void register_train(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_vocab(CLI::App& app);
+void register_tokenize(CLI::App& app);
 void register_bench_tokenize(CLI::App& app);
 void register_report(CLI::App& app);
 void register_analyze(CLI::App& app);  // analyze and inspect
