@@ -2,8 +2,8 @@
 """The PyTorch twin of `saobp bench`: the same model, batch shape and training step, timed the
 same way, so that tools/compare.sh can print saobp's speed as a ratio of PyTorch's.
 
-    python3 tools/bench_pytorch.py CONFIG [section.key=value ...] [--gather] [--warmup N]
-                                   [--steps N] [--json FILE] [--saobp build/saobp]
+    python3 tools/bench_pytorch.py CONFIG [section.key=value ...] [--gather | --finetune glue/sst2]
+                                   [--warmup N] [--steps N] [--json FILE] [--saobp build/saobp]
 
 The run config is resolved by saobp itself (`saobp bench CONFIG ... --print-config` prints the
 resolved TOML: presets, family defaults and overrides applied), so both sides see the same
@@ -17,14 +17,21 @@ as Hugging Face's:
   word embeddings + bias. Attention-probability dropout 0, as saobp's config.json says.
   Loss: HF semantics by default (logits for all B*T positions, cross-entropy with
   ignore_index=-100); --gather computes the head only at the masked positions (saobp's way).
+- bert --finetune glue/sst2: BertForSequenceClassification, the fine-tuning step of
+  `saobp bench --finetune glue/sst2` (saobp finetune's step). The same encoder (no MLM head),
+  then HF's pooler (dense + tanh on the [CLS] state), dropout (hidden_dropout_prob, as HF's
+  classifier_dropout = None) and classifier (2 labels); cross-entropy over the B rows. Batches
+  as saobp's fine-tuning bench: every row [CLS] + T-2 random tokens + [SEP] (full length, no
+  padding, token types 0 as SST-2's single sentences), random 0/1 labels.
 - gpt2: GPT2LMHeadModel. Token + position embeddings, dropout; pre-LN blocks (ln_1, c_attn
   Conv1D, causal softmax attention, c_proj, dropout, residual; ln_2, c_fc, tanh GELU, c_proj,
   dropout, residual), ln_f, LM head tied to wte; eps 1e-5; loss over next-token targets.
 
 The step is the trainer's: forward, loss, backward, clip_grad_norm_(grad_clip), AdamW (decay
 on tensors of dim >= 2 only, betas/eps/weight decay from the config, the trainer's
-warmup-cosine lr), zero_grad. Batches: the synthetic source's shape (CLS, 2*((T-2)/2) tokens,
-SEP; each of those positions masked with probability data.mlm_probability). Threads:
+warmup-cosine lr), zero_grad. Batches (pretraining): the synthetic source's shape (CLS,
+2*((T-2)/2) tokens, SEP; each of those positions masked with probability
+data.mlm_probability); --finetune: the rows above. Threads:
 train.threads, or the number of usable cores when 0 (OpenMP's default, which saobp uses).
 
 PyTorch only uses the attention variant `original`: it is the baseline saobp's variants are
@@ -93,7 +100,7 @@ class BertLayer(nn.Module):
         return self.output.LayerNorm(x + self.drop(h))
 
 
-class BertForMaskedLM(nn.Module):
+class BertEncoder(nn.Module):  # HF's BertModel without its pooler: embeddings and the blocks
     def __init__(self, m):
         super().__init__()
         C, V, p = m["hidden"], m["vocab_size"], m["dropout"]
@@ -102,19 +109,26 @@ class BertForMaskedLM(nn.Module):
         self.token_type_embeddings = nn.Embedding(2, C)
         self.emb_ln, self.emb_drop = nn.LayerNorm(C, eps=1e-12), nn.Dropout(p)
         self.layer = nn.ModuleList(BertLayer(C, m["heads"], m["intermediate"], p) for _ in range(m["layers"]))
-        self.transform_dense, self.transform_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
-        self.decoder_bias = nn.Parameter(torch.zeros(V))
-        init_weights(self)
 
-    def encode(self, ids, key_mask):
+    def encode(self, ids, key_mask, type_ids=None):
         B, T = ids.shape
         pos = torch.arange(T).unsqueeze(0)
-        x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(torch.zeros_like(ids))
+        types = torch.zeros_like(ids) if type_ids is None else type_ids
+        x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(types)
         x = self.emb_drop(self.emb_ln(x))
         ext = (1.0 - key_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min  # HF's extended mask
         for layer in self.layer:
             x = layer(x, ext)
         return x
+
+
+class BertForMaskedLM(BertEncoder):
+    def __init__(self, m):
+        super().__init__(m)
+        C, V = m["hidden"], m["vocab_size"]
+        self.transform_dense, self.transform_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
+        self.decoder_bias = nn.Parameter(torch.zeros(V))
+        init_weights(self)
 
     def head(self, h):  # cls.predictions: transform, then the decoder tied to the word embeddings
         h = self.transform_ln(F.gelu(self.transform_dense(h)))
@@ -128,6 +142,23 @@ class BertForMaskedLM(nn.Module):
             return F.cross_entropy(self.head(h.view(-1, h.size(-1))[rows]), flat[rows])
         logits = self.head(h)  # HF: logits for every position, ignore_index -100
         return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=-100)
+
+
+class BertForSequenceClassification(BertEncoder):
+    """HF's BertForSequenceClassification: bert.pooler (dense + tanh on the [CLS] state), dropout
+    (classifier_dropout None: hidden_dropout_prob), classifier; cross-entropy (K > 1 labels)."""
+
+    def __init__(self, m, labels):
+        super().__init__(m)
+        C = m["hidden"]
+        self.pooler_dense, self.cls_drop = nn.Linear(C, C), nn.Dropout(m["dropout"])
+        self.classifier = nn.Linear(C, labels)
+        init_weights(self)
+
+    def loss(self, ids, key_mask, labels, gather, type_ids=None):
+        h = self.encode(ids, key_mask, type_ids)  # every position through the encoder, as HF's BertModel
+        pooled = torch.tanh(self.pooler_dense(h[:, 0]))
+        return F.cross_entropy(self.classifier(self.cls_drop(pooled)), labels)
 
 
 # ---------------------------------------------------------------------------------- GPT-2
@@ -206,6 +237,14 @@ def mlm_batch(B, T, V, prob, g):
     return ids, labels, torch.ones(B, T, dtype=torch.uint8)
 
 
+def sst2_batch(B, T, V, g):
+    """saobp bench --finetune glue/sst2's rows: [CLS] + T-2 random regular tokens + [SEP], full length."""
+    ids = torch.empty(B, T, dtype=torch.long)
+    ids[:, 0], ids[:, 1:T - 1], ids[:, T - 1] = CLS, torch.randint(FIRST_REGULAR, V, (B, T - 2), generator=g), SEP
+    labels = torch.randint(0, 2, (B,), generator=g)
+    return ids, labels, torch.ones(B, T, dtype=torch.uint8)
+
+
 def clm_batch(B, T, V, g):
     half = T // 2
     s = torch.randint(FIRST_REGULAR, V, (B, half), generator=g)
@@ -244,11 +283,15 @@ def blas_report():
 
 
 def cpu_times():
-    """(steal, total) CPU time from /proc/stat's cpu line, or None (as saobp bench reads it)."""
+    """(steal, total, busy, self) CPU time in clock ticks, or None (as saobp bench reads it):
+    /proc/stat's cpu line (busy = user + nice + system + irq + softirq) and this process's
+    utime + stime (/proc/self/stat fields 14 and 15)."""
     try:
         with open("/proc/stat") as f:
             v = [float(x) for x in f.readline().split()[1:9]]
-        return v[7], sum(v)
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # from field 3 (state) on
+        return v[7], sum(v), v[0] + v[1] + v[2] + v[5] + v[6], float(fields[11]) + float(fields[12])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -259,11 +302,20 @@ def steal_fraction(a, b):
     return (b[0] - a[0]) / (b[1] - a[1])
 
 
+def others_fraction(a, b):
+    """Share of all CPU time that the machine's other processes ran between a and b."""
+    if a is None or b is None or b[1] <= a[1]:
+        return -1.0
+    return max(0.0, ((b[2] - a[2]) - (b[3] - a[3])) / (b[1] - a[1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
     ap.add_argument("overrides", nargs="*")
     ap.add_argument("--gather", action="store_true", help="MLM head only at the masked positions (saobp's way)")
+    ap.add_argument("--finetune", default="", metavar="TASK",
+                    help="the fine-tuning step instead (glue/sst2: BertForSequenceClassification, 2 labels)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--json", default="")
@@ -272,6 +324,10 @@ def main():
     a = ap.parse_args()
     if a.steps < 20:
         ap.error("--steps must be at least 20")
+    if a.finetune and a.finetune != "glue/sst2":
+        ap.error(f"--finetune {a.finetune}: only glue/sst2 (BERT sequence classification) is timed")
+    if a.finetune and a.gather:
+        ap.error("--gather is the MLM head's; --finetune has a classification head")
     toml = subprocess.run([a.saobp, "bench", a.config, *a.overrides, "--print-config"], check=True,
                           capture_output=True, text=True).stdout
     cfg = tomllib.loads(toml)
@@ -290,7 +346,12 @@ def main():
         print("  WARNING: " + msg)
 
     family, B, T, accum = m["family"], t["batch_size"], t["seq_len"], t["grad_accum"]
-    model = BertForMaskedLM(m) if family == "bert" else GPT2LMHeadModel(m)
+    if a.finetune and family != "bert":
+        sys.exit(f"bench_pytorch: --finetune {a.finetune} needs a BERT config (model.family is {family})")
+    if a.finetune:
+        model = BertForSequenceClassification(m, 2)
+    else:
+        model = BertForMaskedLM(m) if family == "bert" else GPT2LMHeadModel(m)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
@@ -299,6 +360,8 @@ def main():
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     mode = ("gather (head at masked positions)" if a.gather else "HF (head at all positions)") if family == "bert" else ""
+    if a.finetune:
+        mode = f"fine-tuning {a.finetune} (BertForSequenceClassification, 2 labels; rows of T tokens, no padding)"
     print(f"  {family} {m['preset']} ({n_params} parameters), attention original (PyTorch baseline), B={B} T={T} "
           f"grad_accum={accum} ({B * T * accum} tokens/step), {threads} threads, f32 {mode}")
     if m["attention"] != "original":
@@ -308,8 +371,11 @@ def main():
     times, loss = [], 0.0
     cpu0 = None
     for step in range(a.warmup + a.steps):
-        batches = [mlm_batch(B, T, m["vocab_size"], d["mlm_probability"], g) if family == "bert"
-                   else clm_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
+        if a.finetune:
+            batches = [sst2_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
+        else:
+            batches = [mlm_batch(B, T, m["vocab_size"], d["mlm_probability"], g) if family == "bert"
+                       else clm_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
         for group in opt.param_groups:
             group["lr"] = lr_at(t, step)
         if step == a.warmup:
@@ -328,7 +394,8 @@ def main():
         loss = loss_sum / accum
         if step >= a.warmup:
             times.append(dt)
-    steal = steal_fraction(cpu0, cpu_times())
+    cpu1 = cpu_times()
+    steal, others = steal_fraction(cpu0, cpu1), others_fraction(cpu0, cpu1)
     tokens = B * T * accum
     med = statistics.median(times)
     print(f"steps: {a.warmup} warm-up, {len(times)} timed; last loss {loss:.4f}")
@@ -336,14 +403,17 @@ def main():
     print(f"tokens/s: {tokens / med:.0f} (median step)")
     if steal >= 0:
         print(f"machine: {100 * steal:.1f}% of CPU time stolen by the hypervisor during the timed steps")
+    if others >= 0:
+        print(f"machine: {100 * others:.1f}% of CPU time used by other processes during the timed steps"
+              + (" (a busy machine: these times are not representative)" if others > 0.05 else ""))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tool": "pytorch", "torch": torch.__version__, "blas": mapped, "family": family,
-                       "gather": a.gather, "batch_size": B, "seq_len": T, "grad_accum": accum,
+                       "mode": "finetune" if a.finetune else "pretrain", "task": a.finetune, "gather": a.gather, "batch_size": B, "seq_len": T, "grad_accum": accum,
                        "tokens_per_step": tokens, "threads": threads, "warmup": a.warmup, "steps": len(times),
                        "ms_per_step_median": 1e3 * med, "ms_per_step_min": 1e3 * min(times),
                        "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss,
-                       "steal_fraction": steal}, f, indent=2)
+                       "steal_fraction": steal, "others_fraction": others}, f, indent=2)
 
 
 if __name__ == "__main__":

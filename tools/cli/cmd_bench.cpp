@@ -36,6 +36,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "autograd/ops.h"
 #include "cli/commands.h"
@@ -56,6 +57,7 @@ struct BenchCli {
   std::string config;
   std::vector<std::string> overrides;
   std::string finetune;
+  bool skip_pretrain = false;
   int warmup = 3, steps = 20;
   std::string json;
   bool print_config = false;
@@ -108,12 +110,14 @@ std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens,
   return t;
 }
 
-// CPU time the hypervisor gave to other guests ("steal", /proc/stat) as a fraction of all CPU
-// time between two readings: on a shared virtual machine a busy spell shows up here, and the
-// step times of that spell mean little. Negative when /proc/stat cannot be read.
+// Two shares of all CPU time between two readings, each negative when /proc cannot be read:
+// steal, the time the hypervisor gave to other guests ("steal", /proc/stat): on a shared
+// virtual machine a busy spell shows up here; others, the time the other processes of this
+// machine ran (busy time of /proc/stat less this process's utime + stime, /proc/self/stat,
+// both in clock ticks). The step times of a spell where either is large mean little.
 struct CpuTimes {
-  double steal = 0, total = 0;
-  bool ok = false;
+  double steal = 0, total = 0, busy = 0, self = 0;
+  bool ok = false, self_ok = false;
 };
 CpuTimes read_cpu_times() {
   CpuTimes t;
@@ -123,13 +127,28 @@ CpuTimes read_cpu_times() {
   double v;
   for (int i = 0; i < 10 && (f >> v); ++i) {  // user nice system idle iowait irq softirq steal guest guest_nice
     if (i < 8) t.total += v;
+    if (i < 3 || i == 5 || i == 6) t.busy += v;
     if (i == 7) t.steal = v, t.ok = true;
+  }
+  std::ifstream self("/proc/self/stat");
+  std::string line;
+  if (std::getline(self, line) && line.rfind(')') != std::string::npos) {
+    std::istringstream in(line.substr(line.rfind(')') + 2));  // from field 3 (state) on
+    std::string field;
+    double utime = 0, stime = 0;
+    for (int k = 3; k <= 13 && (in >> field); ++k) {
+    }
+    if (in >> utime >> stime) t.self = utime + stime, t.self_ok = true;  // fields 14, 15
   }
   return t;
 }
 double steal_fraction(const CpuTimes& a, const CpuTimes& b) {
   if (!a.ok || !b.ok || b.total <= a.total) return -1;
   return (b.steal - a.steal) / (b.total - a.total);
+}
+double others_fraction(const CpuTimes& a, const CpuTimes& b) {
+  if (!a.ok || !b.ok || !a.self_ok || !b.self_ok || b.total <= a.total) return -1;
+  return std::max(0.0, ((b.busy - a.busy) - (b.self - a.self)) / (b.total - a.total));
 }
 
 double median(std::vector<double> v) {
@@ -153,8 +172,8 @@ struct StepBench {
 };
 
 // Warm-up then timed steps of every bench, their steps interleaved (s of the first, s of the
-// second, ...). Returns the hypervisor's steal fraction over the timed steps.
-double time_steps(std::vector<StepBench*>& benches, int warmup, int steps) {
+// second, ...). Returns the CPU times of the machine at the first and after the last timed step.
+std::pair<CpuTimes, CpuTimes> time_steps(std::vector<StepBench*>& benches, int warmup, int steps) {
   CpuTimes cpu0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     if (s == warmup) cpu0 = read_cpu_times();
@@ -166,7 +185,7 @@ double time_steps(std::vector<StepBench*>& benches, int warmup, int steps) {
       if (s >= warmup) b->times.push_back(dt), b->head_rows += rows;
     }
   }
-  return steal_fraction(cpu0, read_cpu_times());
+  return {cpu0, read_cpu_times()};
 }
 
 // clip_grad_norm, the AdamW step at the schedule's lr, zero_grad: the end of every trainer step.
@@ -226,7 +245,7 @@ nlohmann::json figures_json(const StepBench& b, int64_t tokens) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    std::string t = (fs::temp_directory_path() / "saobp-bench-XXXXXX").string();
+    std::string t = (fs::temp_directory_path() / "saobp-bench-finetune-XXXXXX").string();
     if (!::mkdtemp(t.data())) fail("bench", "cannot create a temporary folder {}", t);
     path = t;
   }
@@ -377,25 +396,30 @@ int run_bench(const BenchCli& o) {
              omp_get_max_threads());
   if (ft)
     fmt::print("fine-tuning: the {} task's own step (make_task, data.kind \"benchmark\") on generated rows of exactly "
-               "T = {} tokens ([CLS], {} random words, [SEP]; no padding; token types 0), random labels; timed "
-               "steps interleaved with the pretraining step's at the same B and T\n",
-               o.finetune, tc.seq_len, tc.seq_len - 2);
+               "T = {} tokens ([CLS], {} random words, [SEP]; no padding; token types 0), random labels{}\n",
+               o.finetune, tc.seq_len, tc.seq_len - 2,
+               o.skip_pretrain ? "" : "; timed steps interleaved with the pretraining step's at the same B and T");
   fmt::print("{}batches: the synthetic source's (data.kind '{}' is not read: only the shapes matter here){}\n",
              ft ? "pretraining " : "", cfg.data.kind,
              cfg.model.attention == AttnVariant::original ? "" : "; FLOPs below count standard attention");
 
   std::vector<StepBench*> benches;
   if (ft) benches.push_back(&fine);
-  benches.push_back(&pre);
-  const double steal = time_steps(benches, o.warmup, o.steps);
+  const bool with_pre = !ft || !o.skip_pretrain;
+  if (with_pre) benches.push_back(&pre);
+  const auto [cpu0, cpu1] = time_steps(benches, o.warmup, o.steps);
+  const double steal = steal_fraction(cpu0, cpu1), others = others_fraction(cpu0, cpu1);
   for (StepBench* b : benches) report(*b, cfg, tokens, o.warmup);
-  const double ratio = ft ? pre.med / fine.med : 0;  // same tokens per step: the ratio of tokens/s
-  if (ft)
+  const double ratio = ft && with_pre ? pre.med / fine.med : 0;  // same tokens per step: the ratio of tokens/s
+  if (ft && with_pre)
     fmt::print("fine-tuning / pretraining tokens/s: {:.3f} ({:.0f} / {:.0f})\n", ratio,
                static_cast<double>(tokens) / fine.med, static_cast<double>(tokens) / pre.med);
   if (steal >= 0)
     fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n", 100 * steal,
                steal > 0.05 ? " (a busy host: these times are not representative)" : "");
+  if (others >= 0)
+    fmt::print("machine: {:.1f}% of CPU time used by other processes during the timed steps{}\n", 100 * others,
+               others > 0.05 ? " (a busy machine: these times are not representative)" : "");
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
     nlohmann::json j = {{"tool", "saobp"},
@@ -409,10 +433,11 @@ int run_bench(const BenchCli& o) {
                         {"tokens_per_step", tokens},
                         {"threads", omp_get_max_threads()},
                         {"warmup", o.warmup},
-                        {"steal_fraction", steal}};
+                        {"steal_fraction", steal},
+                        {"others_fraction", others}};
     j.update(figures_json(main, tokens));
-    if (ft) {
-      j["task"] = o.finetune;
+    if (ft) j["task"] = o.finetune;
+    if (ft && with_pre) {
       j["pretrain"] = figures_json(pre, tokens);
       j["finetune_over_pretrain"] = ratio;
     }
@@ -432,6 +457,8 @@ void register_bench(CLI::App& app) {
   sub->add_option("--finetune", o.finetune,
                   "time the fine-tuning step of this task (glue/sst2) on the config's model and B, T, next to its "
                   "pretraining step");
+  sub->add_flag("--skip-pretrain", o.skip_pretrain,
+                "with --finetune: time only the fine-tuning step (no pretraining reference; for profiling)");
   sub->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")->check(CLI::Range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
