@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/read_cursor.h"
 #include "data/unicode.h"
 
 namespace saobp::tok {
@@ -19,34 +20,6 @@ const JNode* JNode::get(std::string_view key) const {
 
 namespace {
 
-// The text's bytes for nlohmann's lexer, publishing how far it has read (one past the last byte
-// taken) so that the SAX handler can tell the line of each value.
-class TrackedChars {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-
-  TrackedChars(const char* p, const char** read) : p_(p), read_(read) {}
-  reference operator*() const { return *p_; }
-  TrackedChars& operator++() {
-    *read_ = ++p_;
-    return *this;
-  }
-  TrackedChars operator++(int) {
-    TrackedChars old = *this;
-    ++*this;
-    return old;
-  }
-  bool operator==(const TrackedChars& o) const { return p_ == o.p_; }
-  bool operator!=(const TrackedChars& o) const { return p_ != o.p_; }
-
- private:
-  const char* p_;
-  const char** read_;
-};
 
 // nlohmann's SAX events -> a JNode tree, each value with its line. When an event arrives, the
 // lexer has read exactly the value's token, except after a number: then one byte more (the one
@@ -58,7 +31,7 @@ class Builder {
 
   JNode parse() {
     const char* b = text_.data();
-    nlohmann::json::sax_parse(TrackedChars(b, &read_), TrackedChars(b + text_.size(), &read_), this);
+    nlohmann::json::sax_parse(ReadCursor(b, &read_), ReadCursor(b + text_.size(), &read_), this);
     return std::move(root_);
   }
 

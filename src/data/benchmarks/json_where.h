@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/read_cursor.h"
+
 namespace saobp::bench {
 
 // One step of a JSON path: an object member (key) or an array element (index >= 0).
@@ -76,33 +78,6 @@ std::string json_syntax_error(const std::string& file, std::string_view text,
 // "FILE:LINE:COL: invalid UTF-8 (byte 0xXX)" when `text` is not UTF-8, else "".
 std::string utf8_error(const std::string& file, std::string_view text);
 
-// A char iterator over a buffer for nlohmann's parsers; each step stores the new position in
-// *read, so a SAX handler or parser callback can see how far the lexer has got.
-class ReadCursor {
- public:
-  using iterator_category = std::forward_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-
-  ReadCursor() = default;
-  ReadCursor(const char* p, const char** read) : p_(p), read_(read) {}
-  reference operator*() const { return *p_; }
-  ReadCursor& operator++() {
-    *read_ = ++p_;
-    return *this;
-  }
-  ReadCursor operator++(int) {
-    ReadCursor old = *this;
-    ++*this;
-    return old;
-  }
-  friend bool operator==(const ReadCursor& a, const ReadCursor& b) { return a.p_ == b.p_; }
-
- private:
-  const char* p_ = nullptr;
-  const char** read_ = nullptr;
-};
+using saobp::ReadCursor;  // core/read_cursor.h
 
 }  // namespace saobp::bench
