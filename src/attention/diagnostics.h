@@ -120,7 +120,7 @@ struct HeadDiagnostics {
   double betweenness = std::numeric_limits<double>::quiet_NaN();  // node-mean BC, mean over samples
   int64_t clustering_nan_samples = 0;      // samples whose graph has no node of degree >= 2
   int64_t clustering_undefined_nodes = 0;  // degree < 2 nodes, summed over samples
-  double peaked_fraction = 0;              // seed 003, mean over samples
+  double peaked_fraction = 0;              // the head-skip note, mean over samples
   double sinky_rate = 0;                   // fraction of samples for which the head is sinky
   double sink_value_norm = std::numeric_limits<double>::quiet_NaN();   // mean |v_j| over sink tokens
   double other_value_norm = std::numeric_limits<double>::quiet_NaN();  // mean |v_j| over the others
