@@ -14,10 +14,10 @@
 #include "tensor/kernels.h"
 
 // expr throws saobp::Error (not just any exception) whose message satisfies `matcher`.
-#define CHECK_ERROR(expr, matcher)          \
-  do {                                      \
-    CHECK_THROWS_AS(expr, ::saobp::Error);  \
-    CHECK_THROWS_WITH(expr, matcher);       \
+#define CHECK_ERROR(expr, matcher)         \
+  do {                                     \
+    CHECK_THROWS_AS(expr, ::saobp::Error); \
+    CHECK_THROWS_WITH(expr, matcher);      \
   } while (0)
 
 namespace saobp::test {
@@ -38,9 +38,7 @@ inline Tensor randu(const Shape& shape, uint64_t seed, double lo = 0.0, double h
   return t;
 }
 
-inline Tensor ids(const std::vector<int32_t>& v, const Shape& shape) {
-  return Tensor::from_vector(v, shape);
-}
+inline Tensor ids(const std::vector<int32_t>& v, const Shape& shape) { return Tensor::from_vector(v, shape); }
 
 // u8 mask (1 = allowed) from a list of 0/1 values.
 inline Tensor mask_of(const std::vector<uint8_t>& v, const Shape& shape) {
@@ -77,8 +75,10 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
 inline std::vector<double> values(const Tensor& t) {
   const Tensor c = t.contiguous();
   switch (c.dtype()) {
-    case DType::f64: return c.to_vector<double>();
-    default: return c.to(DType::f64).to_vector<double>();
+    case DType::f64:
+      return c.to_vector<double>();
+    default:
+      return c.to(DType::f64).to_vector<double>();
   }
 }
 

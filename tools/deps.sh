@@ -8,6 +8,7 @@ SAOBP_DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev libfmt-dev libtomlplusplus-dev catch2 nlohmann-json3-dev libcli11-dev
   libutf8proc-dev
+  ccache clang-format
   "$@"
 )
 

@@ -3,8 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh fortunes   # the default corpus: /usr/share/games/fortunes
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C build -j "$(nproc)" saobp
+bash tools/build.sh saobp     # the build test.sh uses too
 ./build/saobp info
 # The main job: train the quickstart BERT (BP-High) on the fortunes corpus, then evaluate the
 # checkpoint it wrote. Everything lands in runs/quickstart/.

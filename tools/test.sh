@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 bash tools/deps.sh chromium python3-torch fortunes
 
 jobs=$(nproc)
-echo "== CPU build (Release, SAOBP_CUDA=OFF)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=OFF >/dev/null
-ninja -C build -j "$jobs"
+echo "== format (.clang-format)"
+bash tools/format.sh --check
+echo "== CPU build (Release, SAOBP_CUDA=OFF; tools/build.sh, shared with quickstart.sh)"
+bash tools/build.sh
 echo "== CPU tests"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -j "$jobs" --output-on-failure
 
@@ -19,9 +20,8 @@ nvcc_bin=$(command -v nvcc || true)
 [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]] && nvcc_bin=/usr/local/cuda/bin/nvcc
 if [[ -n $nvcc_bin ]]; then
   echo "== CUDA build (SAOBP_CUDA=ON, $($nvcc_bin --version | tail -1))"
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$nvcc_bin" >/dev/null
-  ninja -C build-cuda -j "$jobs"
+  SAOBP_BUILD_DIR=build-cuda SAOBP_CMAKE_ARGS="-DSAOBP_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc_bin" \
+    bash tools/build.sh
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
     echo "== GPU tests"
     ctest --test-dir build-cuda -j 1 --output-on-failure

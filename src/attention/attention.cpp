@@ -10,16 +10,21 @@ namespace saobp {
 
 const char* variant_name(AttnVariant v) {
   switch (v) {
-    case AttnVariant::original: return "original";
-    case AttnVariant::bp_high: return "bp_high";
-    case AttnVariant::bp_low: return "bp_low";
-    case AttnVariant::bp_elemmul: return "bp_elemmul";
+    case AttnVariant::original:
+      return "original";
+    case AttnVariant::bp_high:
+      return "bp_high";
+    case AttnVariant::bp_low:
+      return "bp_low";
+    case AttnVariant::bp_elemmul:
+      return "bp_elemmul";
   }
   return "?";
 }
 
 AttnVariant parse_variant(const std::string& name) {
-  for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul})
+  for (AttnVariant v :
+       {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul})
     if (name == variant_name(v)) return v;
   fail("attention", "unknown variant '{}' (allowed: original, bp_high, bp_low, bp_elemmul)", name);
 }
@@ -39,7 +44,8 @@ void AttentionSpec::validate(int64_t layers) const {
     fail("config", "model.skip_head_fraction must be in [0, 1), got {}", skip_head_fraction);
   if (learnable_lambda && uses_lambda(variant))
     for (int64_t l = 0; l < layers; ++l)
-      if (!(lambda_for_layer(l) > 0)) fail("config", "a learnable λ must start > 0 (layer {} has {})", l, lambda_for_layer(l));
+      if (!(lambda_for_layer(l) > 0))
+        fail("config", "a learnable λ must start > 0 (layer {} has {})", l, lambda_for_layer(l));
 }
 
 double AttentionSpec::lambda_for_layer(int64_t layer) const {
@@ -83,18 +89,19 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
   }
   std::vector<Var> inputs{q, k, v};
   if (bp) inputs.push_back(lambda);
-  return make_result(out, "attention", inputs,
-                     [Q, K, V, key_mask, lam, p, probs, saved, aux, bp, keep](const Tensor& g, GradSlots& gin) {
-                       Tensor none, gq = gin.needs(0) ? gin[0] : none, gk = gin.needs(1) ? gin[1] : none,
-                                    gv = gin.needs(2) ? gin[2] : none, gl = bp && gin.needs(3) ? gin[3] : none;
-                       Tensor gout = g.contiguous();
-                       if (keep.defined()) {
-                         Tensor gated = gout.new_empty(gout.shape());
-                         kern::binary(BinaryOp::mul, gout, keep.view({keep.size(0), keep.size(1), 1, 1}), gated);
-                         gout = gated;
-                       }
-                       kern::attention_backward(Q, K, V, key_mask, lam, p, probs, saved, aux, gout, gq, gk, gv, gl);
-                     });
+  return make_result(
+      out, "attention", inputs,
+      [Q, K, V, key_mask, lam, p, probs, saved, aux, bp, keep](const Tensor& g, GradSlots& gin) {
+        Tensor none, gq = gin.needs(0) ? gin[0] : none, gk = gin.needs(1) ? gin[1] : none,
+                     gv = gin.needs(2) ? gin[2] : none, gl = bp && gin.needs(3) ? gin[3] : none;
+        Tensor gout = g.contiguous();
+        if (keep.defined()) {
+          Tensor gated = gout.new_empty(gout.shape());
+          kern::binary(BinaryOp::mul, gout, keep.view({keep.size(0), keep.size(1), 1, 1}), gated);
+          gout = gated;
+        }
+        kern::attention_backward(Q, K, V, key_mask, lam, p, probs, saved, aux, gout, gq, gk, gv, gl);
+      });
 }
 
 Var lambda_constant(double lambda, int64_t nh, DType dtype, Device device) {

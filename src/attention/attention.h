@@ -23,9 +23,9 @@ struct AttentionConfig {
   AttnVariant variant = AttnVariant::original;
   bool causal = false;
   int steps = 1;  // BP steps (bp_high, bp_low)
-  // Head skip (the head-skip note, docs/references.md): a (sample, head) whose final attention (B; A for original) has more
-  // than skip_head_fraction of its token rows peaked (row max > skip_peak_tau) is skipped: its
-  // output is exactly zero and it receives zero gradient.
+  // Head skip (the head-skip note, docs/references.md): a (sample, head) whose final attention (B; A for
+  // original) has more than skip_head_fraction of its token rows peaked (row max > skip_peak_tau) is skipped:
+  // its output is exactly zero and it receives zero gradient.
   bool skip_sinky = false;
   double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
 };
@@ -57,10 +57,10 @@ struct AttentionSpec {
 
 // What an attention call can hand back for diagnostics: A (softmax) and B (what multiplied V).
 struct AttentionMaps {
-  Tensor attn;   // (B,NH,T,T) A
-  Tensor probs;  // (B,NH,T,T) B (== attn for original)
-  Tensor keep;   // (B,NH) 1 = head used, 0 = skipped as sinky; undefined without the skip
-  Tensor values; // (B,NH,T,HS) V (the sink indicator compares the norms of sink tokens' values)
+  Tensor attn;    // (B,NH,T,T) A
+  Tensor probs;   // (B,NH,T,T) B (== attn for original)
+  Tensor keep;    // (B,NH) 1 = head used, 0 = skipped as sinky; undefined without the skip
+  Tensor values;  // (B,NH,T,HS) V (the sink indicator compares the norms of sink tokens' values)
 };
 
 // q, k, v: (B,NH,T,HS). key_mask: (B,T) u8 with 1 for tokens, or undefined (no padding).
@@ -77,8 +77,8 @@ Var attention_reference(const Var& q, const Var& k, const Var& v, const Tensor& 
 // Algorithm 1 of the paper taken literally for BP-High/Low, one step, in f64: the product of
 // the messages M_ik = w S_i + (1 - w) A_ik over the senders, normalized. Returns B (B,NH,T,T).
 // Overflows for large λ·T (that is why the op works in log space); for tests on small T.
-Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask, const std::vector<double>& lambda,
-                        const AttentionConfig& cfg);
+Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask,
+                        const std::vector<double>& lambda, const AttentionConfig& cfg);
 
 // Per-head λ for a layer: a constant (NH) Var of `lambda`, or softplus(rho) for a learnable
 // parameter rho (NH). softplus keeps λ >= 0 and passes its gradient to rho.

@@ -30,8 +30,9 @@ std::vector<double> lambdas(const Tensor& lambda) {
 }
 
 template <class T>
-void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
-               const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved, Tensor& aux, const Dims& d) {
+void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+               const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
+               Tensor& aux, const Dims& d) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
   const std::vector<double> lam = lambdas<T>(lambda);
   const T* qp = q.data<T>();
@@ -49,17 +50,21 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       const int64_t b = bh / d.NH, h = bh % d.NH;
       const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
       T* s = w.d.data();
-      tile_gemm(d.T, d.T, d.HS, static_cast<T>(p.scale), qp + bh * QS, false, kp + bh * QS, true, T(0), s);  // scale Q Kᵀ
+      tile_gemm(d.T, d.T, d.HS, static_cast<T>(p.scale), qp + bh * QS, false, kp + bh * QS, true, T(0),
+                s);  // scale Q Kᵀ
       T* B = pp + bh * T2;
       switch (p.variant) {
-        case AttnVariant::original: attn::softmax_tile(m, s, B); break;
+        case AttnVariant::original:
+          attn::softmax_tile(m, s, B);
+          break;
         case AttnVariant::bp_high:
         case AttnVariant::bp_low: {
           std::vector<T*> beliefs(static_cast<size_t>(p.steps) + 1);
           for (int t = 0; t < p.steps; ++t) beliefs[static_cast<size_t>(t)] = sp + (t * tiles + bh) * T2;
           beliefs.back() = B;
           attn::softmax_tile(m, s, beliefs[0]);
-          attn::potts_forward(m, attn::potts_c(p.variant, lam[static_cast<size_t>(h)]), p.steps, s, beliefs.data(), w);
+          attn::potts_forward(m, attn::potts_c(p.variant, lam[static_cast<size_t>(h)]), p.steps, s,
+                              beliefs.data(), w);
           break;
         }
         case AttnVariant::bp_elemmul: {
@@ -75,12 +80,14 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
 }
 
 template <class T>
-void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
-                const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux, const Tensor& gout,
-                Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda, const Dims& d) {
+void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda,
+                const Dims& d) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
   const std::vector<double> lam = lambdas<T>(lambda);
-  const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = probs.data<T>(), *gp = gout.data<T>();
+  const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = probs.data<T>(),
+          *gp = gout.data<T>();
   const T* sp = saved.defined() ? saved.data<T>() : nullptr;
   const T* ap = aux.defined() ? aux.data<T>() : nullptr;
   T* gqp = gq.defined() ? gq.data<T>() : nullptr;
@@ -98,20 +105,23 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
       const T* B = pp + bh * T2;
       const T* dO = gp + bh * QS;
       T* dB = w.d.data();
-      tile_gemm(d.T, d.T, d.HS, T(1), dO, false, vp + bh * QS, true, T(0), dB);     // dB = dO Vᵀ
+      tile_gemm(d.T, d.T, d.HS, T(1), dO, false, vp + bh * QS, true, T(0), dB);           // dB = dO Vᵀ
       if (gvp) tile_gemm(d.T, d.HS, d.T, T(1), B, true, dO, false, T(1), gvp + bh * QS);  // dV += Bᵀ dO
       if (!gqp && !gkp && !glambda.defined()) continue;
       T* ds = w.e.data();
       std::fill(ds, ds + T2, T(0));
       switch (p.variant) {
-        case AttnVariant::original: attn::softmax_tile_backward(m, B, dB, ds); break;
+        case AttnVariant::original:
+          attn::softmax_tile_backward(m, B, dB, ds);
+          break;
         case AttnVariant::bp_high:
         case AttnVariant::bp_low: {
           std::vector<const T*> beliefs(static_cast<size_t>(p.steps) + 1);
           for (int t = 0; t < p.steps; ++t) beliefs[static_cast<size_t>(t)] = sp + (t * tiles + bh) * T2;
           beliefs.back() = B;
           const double l = lam[static_cast<size_t>(h)];
-          const double dc = attn::potts_backward(m, attn::potts_c(p.variant, l), p.steps, beliefs.data(), dB, ds, w);
+          const double dc =
+              attn::potts_backward(m, attn::potts_c(p.variant, l), p.steps, beliefs.data(), dB, ds, w);
           dlam[static_cast<size_t>(bh)] = dc * attn::potts_dc_dlambda(p.variant, l);
           break;
         }
@@ -119,8 +129,10 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
           attn::elemmul_backward(m, sp + bh * T2, B, ap + bh * d.T, dB, ds, w);
           break;
       }
-      if (gqp) tile_gemm(d.T, d.HS, d.T, sc, ds, false, kp + bh * QS, false, T(1), gqp + bh * QS);  // dQ += sc dS K
-      if (gkp) tile_gemm(d.T, d.HS, d.T, sc, ds, true, qp + bh * QS, false, T(1), gkp + bh * QS);   // dK += sc dSᵀ Q
+      if (gqp)
+        tile_gemm(d.T, d.HS, d.T, sc, ds, false, kp + bh * QS, false, T(1), gqp + bh * QS);  // dQ += sc dS K
+      if (gkp)
+        tile_gemm(d.T, d.HS, d.T, sc, ds, true, qp + bh * QS, false, T(1), gkp + bh * QS);  // dK += sc dSᵀ Q
     }
   });
   if (glambda.defined() && !lam.empty()) {
@@ -136,8 +148,9 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
-                       const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved, Tensor& aux) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                       const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
+                       Tensor& aux) {
   const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
   check_shape(out, q.shape(), "attention", "output");
   dispatch_float(q.dtype(), "attention", [&](auto tag) {
@@ -145,9 +158,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   });
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask, const Tensor& lambda,
-                        const AttnParams& p, const Tensor& probs, const Tensor& saved, const Tensor& aux,
-                        const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda) {
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                        const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                        const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv,
+                        Tensor& glambda) {
   const Dims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
   check_shape(gout, q.shape(), "attention_backward", "gout");
   if (!gout.is_contiguous()) fail("attention_backward", "gout must be contiguous, got {}", gout.str());

@@ -29,7 +29,8 @@ void elemmul_forward(const TileMask& m, const T* A, T* B, T* r, Scratch<T>& w) {
 }
 
 template <class T>
-void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, const T* dB, T* ds, Scratch<T>& w) {
+void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, const T* dB, T* ds,
+                      Scratch<T>& w) {
   const int64_t n = m.T;
   T* dP = w.a.data();
   T* dA = w.b.data();
@@ -51,9 +52,9 @@ void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, con
 
 template void elemmul_forward<float>(const TileMask&, const float*, float*, float*, Scratch<float>&);
 template void elemmul_forward<double>(const TileMask&, const double*, double*, double*, Scratch<double>&);
-template void elemmul_backward<float>(const TileMask&, const float*, const float*, const float*, const float*, float*,
-                                      Scratch<float>&);
-template void elemmul_backward<double>(const TileMask&, const double*, const double*, const double*, const double*,
-                                       double*, Scratch<double>&);
+template void elemmul_backward<float>(const TileMask&, const float*, const float*, const float*, const float*,
+                                      float*, Scratch<float>&);
+template void elemmul_backward<double>(const TileMask&, const double*, const double*, const double*,
+                                       const double*, double*, Scratch<double>&);
 
 }  // namespace saobp::attn

@@ -30,8 +30,8 @@ template <class T>
 void potts_forward(const TileMask& m, double c, int steps, const T* s, T* const* beliefs, Scratch<T>& w) {
   const int64_t n = m.T;
   const T cc = static_cast<T>(c);
-  T* F = w.a.data();    // (T,T) log-factors of the previous beliefs
-  T* L = w.b.data();    // (T) one row of refined logits
+  T* F = w.a.data();           // (T,T) log-factors of the previous beliefs
+  T* L = w.b.data();           // (T) one row of refined logits
   double* acc = w.acc.data();  // (T) column or prefix sums of F
   for (int t = 1; t <= steps; ++t) {
     const T* P = beliefs[t - 1];
@@ -73,9 +73,9 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
                       Scratch<T>& w) {
   const int64_t n = m.T, nn = n * n;
   const T cc = static_cast<T>(c);
-  T* db = w.a.data();   // (T,T) gradient at the current step's beliefs
-  T* dL = w.b.data();   // (T,T) gradient at the refined logits
-  T* dP = w.c.data();   // (T,T) gradient at the previous step's beliefs
+  T* db = w.a.data();  // (T,T) gradient at the current step's beliefs
+  T* dL = w.b.data();  // (T,T) gradient at the refined logits
+  T* dP = w.c.data();  // (T,T) gradient at the previous step's beliefs
   double* acc = w.acc.data();
   double dc = 0;
   std::copy(dB, dB + nn, db);
@@ -109,7 +109,8 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
       // Row i sent to every j != i: dF_ik = Σ_j dL_jk - dL_ik.
       for (int64_t j = 0; j < n; ++j)
         for (int64_t k = 0; k < n; ++k) acc[k] += dL[j * n + k];
-      for (int64_t i = 0; i < n; ++i) chain_row(i, [&](int64_t k) { return static_cast<T>(acc[k] - dL[i * n + k]); });
+      for (int64_t i = 0; i < n; ++i)
+        chain_row(i, [&](int64_t k) { return static_cast<T>(acc[k] - dL[i * n + k]); });
     } else {
       // Row i sent to every j > i: an exclusive suffix sum from the bottom row up.
       for (int64_t i = n - 1; i >= 0; --i) {
@@ -123,11 +124,13 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
   return dc;
 }
 
-template void potts_forward<float>(const TileMask&, double, int, const float*, float* const*, Scratch<float>&);
-template void potts_forward<double>(const TileMask&, double, int, const double*, double* const*, Scratch<double>&);
+template void potts_forward<float>(const TileMask&, double, int, const float*, float* const*,
+                                   Scratch<float>&);
+template void potts_forward<double>(const TileMask&, double, int, const double*, double* const*,
+                                    Scratch<double>&);
 template double potts_backward<float>(const TileMask&, double, int, const float* const*, const float*, float*,
                                       Scratch<float>&);
-template double potts_backward<double>(const TileMask&, double, int, const double* const*, const double*, double*,
-                                       Scratch<double>&);
+template double potts_backward<double>(const TileMask&, double, int, const double* const*, const double*,
+                                       double*, Scratch<double>&);
 
 }  // namespace saobp::attn

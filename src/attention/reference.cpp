@@ -66,13 +66,15 @@ Var attention_reference(const Var& q, const Var& k, const Var& v, const Tensor& 
   return matmul(P, v);
 }
 
-Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask, const std::vector<double>& lambda,
-                        const AttentionConfig& cfg) {
+Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask,
+                        const std::vector<double>& lambda, const AttentionConfig& cfg) {
   if (!uses_lambda(cfg.variant)) fail("literal_bp_probs", "only bp_high and bp_low have a Potts message");
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
-  if (static_cast<int64_t>(lambda.size()) != NH) fail("literal_bp_probs", "{} λ values for {} heads", lambda.size(), NH);
+  if (static_cast<int64_t>(lambda.size()) != NH)
+    fail("literal_bp_probs", "{} λ values for {} heads", lambda.size(), NH);
   const MaskHost mh = host_mask(key_mask, B, T, cfg.causal);
-  const std::vector<double> Q = q.to(DType::f64).to_vector<double>(), K = k.to(DType::f64).to_vector<double>();
+  const std::vector<double> Q = q.to(DType::f64).to_vector<double>(),
+                            K = k.to(DType::f64).to_vector<double>();
   std::vector<double> out(static_cast<size_t>(B * NH * T * T), 0.0);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h) {
@@ -92,7 +94,8 @@ Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask
         for (int64_t kk = 0; kk < T; ++kk)
           if (mh.allowed(b, j, kk)) z += std::exp(s[static_cast<size_t>(kk)] - mx);
         for (int64_t kk = 0; kk < T; ++kk)
-          if (mh.allowed(b, j, kk)) A[static_cast<size_t>(j * T + kk)] = std::exp(s[static_cast<size_t>(kk)] - mx) / z;
+          if (mh.allowed(b, j, kk))
+            A[static_cast<size_t>(j * T + kk)] = std::exp(s[static_cast<size_t>(kk)] - mx) / z;
       }
       // Messages M_ik = w S_i + (1 - w) A_ik (eq. 9), beliefs b_jk ∝ A_jk Π_{i∈N(j)} M_ik (eq. 11).
       const double w = cfg.variant == AttnVariant::bp_high ? std::exp(lambda[static_cast<size_t>(h)])

@@ -34,8 +34,10 @@ struct TileMask {
 template <class T>
 void softmax_tile_row(const TileMask& m, int64_t j, const T* x, T* y) {
   const int64_t n = m.causal ? j + 1 : m.T;
-  if (m.key) cpu::softmax_row(x, y, n, true, [key = m.key](int64_t k) { return key[k] != 0; });
-  else cpu::softmax_row(x, y, n, false, [](int64_t) { return true; });
+  if (m.key)
+    cpu::softmax_row(x, y, n, true, [key = m.key](int64_t k) { return key[k] != 0; });
+  else
+    cpu::softmax_row(x, y, n, false, [](int64_t) { return true; });
   std::fill(y + n, y + m.T, T(0));
 }
 
@@ -79,7 +81,8 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
 template <class T>
 void elemmul_forward(const TileMask& m, const T* A, T* B, T* r, Scratch<T>& w);
 template <class T>
-void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, const T* dB, T* ds, Scratch<T>& w);
+void elemmul_backward(const TileMask& m, const T* A, const T* B, const T* r, const T* dB, T* ds,
+                      Scratch<T>& w);
 
 // c of the Potts factor for the variant and λ (see above), and dc/dλ.
 inline double potts_c(AttnVariant v, double lambda) {

@@ -31,8 +31,8 @@ Tensor& GradSlots::operator[](size_t i) {
 bool GradSlots::steal(size_t i, const Tensor& gout) {
   if (!gout_dead_) return false;
   VarImpl& v = *inputs_[i];
-  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != v.data.numel() || gout.dtype() != v.data.dtype() ||
-      gout.device() != v.data.device())
+  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != v.data.numel() ||
+      gout.dtype() != v.data.dtype() || gout.device() != v.data.device())
     return false;
   v.grad = gout.view(v.data.shape());
   gout_dead_ = false;  // taken: no second input may have it

@@ -87,9 +87,8 @@ Var add_scalar(const Var& x, double alpha) {
   Tensor out = X.clone();
   Tensor a = Tensor::full({1}, alpha, X.dtype(), X.device());
   kern::binary(BinaryOp::add, X, a, out);
-  return make_result(out, "add_scalar", {x}, [](const Tensor& g, GradSlots& gin) {
-    kern::axpby(g.contiguous(), 1.0, gin[0], 1.0);
-  });
+  return make_result(out, "add_scalar", {x},
+                     [](const Tensor& g, GradSlots& gin) { kern::axpby(g.contiguous(), 1.0, gin[0], 1.0); });
 }
 
 namespace {

@@ -6,7 +6,8 @@
 namespace saobp {
 
 Var matmul(const Var& a, const Var& b) {
-  if (a.dim() < 2 || b.dim() < 2) fail("matmul", "operands must have rank >= 2: {} and {}", a.data().str(), b.data().str());
+  if (a.dim() < 2 || b.dim() < 2)
+    fail("matmul", "operands must have rank >= 2: {} and {}", a.data().str(), b.data().str());
   check_same_device(a.data(), b.data(), "matmul");
   const int64_t K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K) fail("matmul", "inner dims differ: {} @ {}", a.data().str(), b.data().str());
@@ -67,8 +68,10 @@ Var linear(const Var& x, const Var& w, const Var& b) {
   out_shape.back() = OUT;
   Tensor out = x.data().new_empty(out_shape);
   Tensor o2 = out.view({-1, OUT});
-  if (b.defined()) kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // x Wᵀ + b
-  else kern::gemm(X, false, W, true, o2, 1.0, 0.0);                              // x Wᵀ
+  if (b.defined())
+    kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // x Wᵀ + b
+  else
+    kern::gemm(X, false, W, true, o2, 1.0, 0.0);  // x Wᵀ
   return make_result(out, "linear", {x, w, b}, [X, W, IN, OUT](const Tensor& g, GradSlots& gin) {
     const Tensor g2 = g.contiguous().view({-1, OUT});
     bool fresh = false;  // a gradient seen for the first time is written (beta 0), not zeroed and added to
@@ -80,7 +83,8 @@ Var linear(const Var& x, const Var& w, const Var& b) {
       Tensor gw = gin.slot(1, fresh);
       const bool fresh_w = fresh;
       Tensor gb = gin.slot(2, fresh);
-      kern::gemm_rowsum(g2, true, X, false, gw, fresh_w ? 0.0 : 1.0, gb, !fresh);  // gW += gᵀ x, gb += Σ_rows g
+      kern::gemm_rowsum(g2, true, X, false, gw, fresh_w ? 0.0 : 1.0, gb,
+                        !fresh);  // gW += gᵀ x, gb += Σ_rows g
       return;
     }
     if (gin.needs(1)) {

@@ -72,15 +72,16 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
   Tensor total = L.new_empty({1});
   kern::reduce_sum_to(losses.view({N}), total, count ? 1.0 / count : 0.0, false);
   Shape scalar_shape;
-  return make_result(total.view(scalar_shape), "cross_entropy", {logits},
-                     [L, T, lse, count, ignore_index, N, shape = logits.shape()](const Tensor& g, GradSlots& gin) {
-                       if (count == 0) return;
-                       // Every counted row gets the same weight g / count.
-                       Tensor w = Tensor::full({N}, g.item() / static_cast<double>(count), L.dtype(), L.device());
-                       bool fresh = false;  // a first gradient is written, not added to zeros
-                       Tensor gl = gin.slot(0, fresh).view({N, L.size(1)});
-                       kern::cross_entropy_backward(L, T, lse, w, ignore_index, gl, !fresh);
-                     });
+  return make_result(
+      total.view(scalar_shape), "cross_entropy", {logits},
+      [L, T, lse, count, ignore_index, N, shape = logits.shape()](const Tensor& g, GradSlots& gin) {
+        if (count == 0) return;
+        // Every counted row gets the same weight g / count.
+        Tensor w = Tensor::full({N}, g.item() / static_cast<double>(count), L.dtype(), L.device());
+        bool fresh = false;  // a first gradient is written, not added to zeros
+        Tensor gl = gin.slot(0, fresh).view({N, L.size(1)});
+        kern::cross_entropy_backward(L, T, lse, w, ignore_index, gl, !fresh);
+      });
 }
 
 // y = R(t θ) x per pair; the leading dims are flattened into (N,1,T,HS) for the kernel.

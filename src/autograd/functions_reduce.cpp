@@ -30,16 +30,17 @@ Var reduce(const Var& x, int64_t dim, bool all, bool keepdim, double alpha_per_n
     final_shape = kept;
   }
   const Shape in_shape = X.shape();
-  return make_result(out.view(final_shape), name, {x}, [kept, in_shape, alpha](const Tensor& g, GradSlots& gin) {
-    Tensor gb = g.contiguous().view(kept).expand(in_shape);
-    if (alpha == 1.0) {
-      kern::copy(gb, gin[0], true);
-    } else {
-      Tensor t = Tensor::empty(in_shape, g.dtype(), g.device());
-      kern::copy(gb, t, false);
-      kern::axpby(t, alpha, gin[0], 1.0);
-    }
-  });
+  return make_result(out.view(final_shape), name, {x},
+                     [kept, in_shape, alpha](const Tensor& g, GradSlots& gin) {
+                       Tensor gb = g.contiguous().view(kept).expand(in_shape);
+                       if (alpha == 1.0) {
+                         kern::copy(gb, gin[0], true);
+                       } else {
+                         Tensor t = Tensor::empty(in_shape, g.dtype(), g.device());
+                         kern::copy(gb, t, false);
+                         kern::axpby(t, alpha, gin[0], 1.0);
+                       }
+                     });
 }
 }  // namespace
 

@@ -15,9 +15,9 @@
 namespace saobp {
 
 struct GradcheckResult {
-  double max_error = 0;        // the worst element, as defined above
-  std::string worst;           // "input 1 [3]: analytic 0.25 numeric 0.2500001"
-  int64_t checked = 0;         // number of elements compared
+  double max_error = 0;                                // the worst element, as defined above
+  std::string worst;                                   // "input 1 [3]: analytic 0.25 numeric 0.2500001"
+  int64_t checked = 0;                                 // number of elements compared
   std::vector<std::vector<double>> analytic, numeric;  // per input, flattened
 };
 

@@ -21,7 +21,7 @@ Var add(const Var& a, const Var& b);
 Var sub(const Var& a, const Var& b);
 Var mul(const Var& a, const Var& b);
 Var div(const Var& a, const Var& b);
-Var scale(const Var& x, double alpha);  // alpha * x
+Var scale(const Var& x, double alpha);       // alpha * x
 Var add_scalar(const Var& x, double alpha);  // x + alpha
 Var exp(const Var& x);
 Var log(const Var& x);

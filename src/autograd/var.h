@@ -82,6 +82,7 @@ class GradSlots {
   // returned. Once per backward call: a second input must not share the buffer (accumulating
   // into one would change the other). Otherwise false, and the caller copies as before.
   bool steal(size_t i, const Tensor& gout);
+
  private:
   const std::vector<std::shared_ptr<VarImpl>>& inputs_;
   bool gout_dead_ = false;

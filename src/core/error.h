@@ -2,6 +2,7 @@
 // offending shapes, or the file and line of bad input. Only main() catches, prints and exits.
 #pragma once
 #include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -21,7 +22,7 @@ template <class... Args>
 }  // namespace saobp
 
 // SAOBP_CHECK(cond, "op", "message {}", x): throws saobp::Error when cond is false.
-#define SAOBP_CHECK(cond, op, ...)            \
-  do {                                        \
+#define SAOBP_CHECK(cond, op, ...)               \
+  do {                                           \
     if (!(cond)) ::saobp::fail(op, __VA_ARGS__); \
   } while (0)

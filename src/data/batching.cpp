@@ -28,7 +28,8 @@ class Order {
   uint64_t train(uint64_t k) const {
     const uint64_t epoch = k / n_;
     std::lock_guard<std::mutex> lock(m_);
-    if (epoch != epoch_ || perm_.empty()) perm_ = epoch_permutation(seed_, epoch, static_cast<uint32_t>(n_)), epoch_ = epoch;
+    if (epoch != epoch_ || perm_.empty())
+      perm_ = epoch_permutation(seed_, epoch, static_cast<uint32_t>(n_)), epoch_ = epoch;
     return perm_[k % n_];
   }
 
@@ -41,19 +42,21 @@ class Order {
 
 void require_examples(size_t n, const TokenCache& c, const char* split) {
   if (n == 0)
-    fail("data", "{}: the {} split has no examples (too little text; for validation raise data.valid_fraction)",
+    fail("data",
+         "{}: the {} split has no examples (too little text; for validation raise data.valid_fraction)",
          c.path(), split);
   if (n > UINT32_MAX) fail("data", "{}: {} examples, more than this loader indexes (2^32)", c.path(), n);
 }
 
 class CorpusMlm : public MlmSource {
  public:
-  CorpusMlm(std::shared_ptr<const TokenCache> train, std::shared_ptr<const TokenCache> valid, int64_t B, int64_t T,
-            int64_t vocab, MlmSpecials sp, uint64_t seed, double p)
+  CorpusMlm(std::shared_ptr<const TokenCache> train, std::shared_ptr<const TokenCache> valid, int64_t B,
+            int64_t T, int64_t vocab, MlmSpecials sp, uint64_t seed, double p)
       : B_(B), T_(T), vocab_(vocab), sp_(sp), seed_(seed), p_(p) {
     if (T < 3) fail("data", "masked-LM sequences need seq_len >= 3 ([CLS] x [SEP]), got {}", T);
     for (int32_t id : {sp.cls, sp.sep, sp.pad, sp.mask})
-      if (id < 0) fail("data", "the tokenizer lacks one of [CLS] [SEP] [PAD] [MASK], which masked-LM batches need");
+      if (id < 0)
+        fail("data", "the tokenizer lacks one of [CLS] [SEP] [PAD] [MASK], which masked-LM batches need");
     split_[0].cache = std::move(train), split_[1].cache = std::move(valid);
     for (int s = 0; s < 2; ++s) {
       Split_& x = split_[s];
@@ -127,8 +130,8 @@ class CorpusMlm : public MlmSource {
 
 class CorpusClm : public ClmSource {
  public:
-  CorpusClm(std::shared_ptr<const TokenCache> train, std::shared_ptr<const TokenCache> valid, int64_t B, int64_t T,
-            int32_t eos, uint64_t seed)
+  CorpusClm(std::shared_ptr<const TokenCache> train, std::shared_ptr<const TokenCache> valid, int64_t B,
+            int64_t T, int32_t eos, uint64_t seed)
       : B_(B), T_(T), eos_(eos) {
     if (eos < 0) fail("data", "the tokenizer lacks <|endoftext|>, which causal-LM batches need");
     split_[0].cache = std::move(train), split_[1].cache = std::move(valid);
@@ -158,7 +161,10 @@ class CorpusClm : public ClmSource {
       size_t lo = 0, hi = x.doc_ends.size();
       while (lo < hi) {  // first d with stream end (doc_ends[d] + d + 1) > p
         const size_t mid = (lo + hi) / 2;
-        if (x.doc_ends[mid] + mid + 1 > p) hi = mid; else lo = mid + 1;
+        if (x.doc_ends[mid] + mid + 1 > p)
+          hi = mid;
+        else
+          lo = mid + 1;
       }
       size_t d = lo;
       for (size_t j = 0; j < W; ++j, ++p) {

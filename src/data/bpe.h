@@ -47,7 +47,8 @@ class BpeTokenizer final : public Tokenizer {
                std::string unk = "", bool add_prefix_space = false);
 
   // vocab.json ({"token": id, ...}) + merges.txt ("#version" line, then "a b" per line).
-  static std::unique_ptr<BpeTokenizer> from_files(const std::string& vocab_json, const std::string& merges_txt);
+  static std::unique_ptr<BpeTokenizer> from_files(const std::string& vocab_json,
+                                                  const std::string& merges_txt);
   static std::unique_ptr<BpeTokenizer> from_tokenizer_json(const tok::JNode& root, const std::string& file);
 
   std::string kind() const override { return "bpe"; }
@@ -71,7 +72,7 @@ class BpeTokenizer final : public Tokenizer {
   tok::StrTable vocab_;
   std::vector<std::pair<int32_t, int32_t>> merge_pairs_;  // by rank
   tok::PairTable merge_map_;                              // (a, b) -> rank, merged id
-  std::array<int32_t, 256> byte_id_{};                 // id of each byte's symbol, -1 if absent
+  std::array<int32_t, 256> byte_id_{};                    // id of each byte's symbol, -1 if absent
   std::vector<std::pair<std::string, int32_t>> added_;
   std::string unk_;
   int32_t unk_id_ = -1;
@@ -119,8 +120,10 @@ void gpt2_split(std::string_view text, F&& piece) {
       const char a = text[i + 1];
       const char b = i + 2 < n ? text[i + 2] : '\0';
       size_t m = 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') m = 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) m = 3;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        m = 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        m = 3;
       if (m) {
         piece(i, i + m);
         i += m;

@@ -44,7 +44,8 @@ size_t utf8_error(std::string_view s) {
 }
 
 bool blank(const std::string& line) {
-  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f'; });
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f'; });
 }
 
 // A level-1 WikiText heading: " = Title = " (not " = = Section = = ").
@@ -73,7 +74,8 @@ class Builder {
   int64_t first_ = 0;
 };
 
-void read_file_documents(const CorpusSpec& spec, const std::string& file, const std::function<void(const Document&)>& fn) {
+void read_file_documents(const CorpusSpec& spec, const std::string& file,
+                         const std::function<void(const Document&)>& fn) {
   std::ifstream in(file, std::ios::binary);
   if (!in) fail("corpus", "cannot read {}", file);
   std::vector<char> buf(1 << 20);
@@ -83,8 +85,9 @@ void read_file_documents(const CorpusSpec& spec, const std::string& file, const 
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (const size_t bad = utf8_error(line); bad != std::string_view::npos)
-      fail("corpus", "{}:{}: invalid UTF-8 at byte {} of the line (byte 0x{:02X}); the corpus must be UTF-8 text",
-           file, lineno, bad + 1, static_cast<unsigned char>(line[bad]));
+      fail("corpus",
+           "{}:{}: invalid UTF-8 at byte {} of the line (byte 0x{:02X}); the corpus must be UTF-8 text", file,
+           lineno, bad + 1, static_cast<unsigned char>(line[bad]));
     if (spec.kind == "jsonl") {
       if (blank(line)) continue;
       nlohmann::json rec;
@@ -93,10 +96,12 @@ void read_file_documents(const CorpusSpec& spec, const std::string& file, const 
       } catch (const nlohmann::json::parse_error& e) {
         fail("corpus", "{}:{}: not a JSON object: {}", file, lineno, e.what());
       }
-      if (!rec.is_object()) fail("corpus", "{}:{}: expected a JSON object, found {}", file, lineno, rec.type_name());
+      if (!rec.is_object())
+        fail("corpus", "{}:{}: expected a JSON object, found {}", file, lineno, rec.type_name());
       const auto it = rec.find(spec.text_field);
       if (it == rec.end() || !it->is_string())
-        fail("corpus", "{}:{}: the record has no string field \"{}\" (data.text_field)", file, lineno, spec.text_field);
+        fail("corpus", "{}:{}: the record has no string field \"{}\" (data.text_field)", file, lineno,
+             spec.text_field);
       const std::string text = it->get<std::string>();
       size_t start = 0;
       while (start <= text.size()) {

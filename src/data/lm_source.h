@@ -24,7 +24,8 @@ class ClmSource {
   virtual ClmBatch batch(Split split, int64_t index) const = 0;
 };
 
-std::unique_ptr<MlmSource> synthetic_mlm_source(int64_t B, int64_t T, int64_t V, uint64_t seed, double mlm_probability);
+std::unique_ptr<MlmSource> synthetic_mlm_source(int64_t B, int64_t T, int64_t V, uint64_t seed,
+                                                double mlm_probability);
 std::unique_ptr<ClmSource> synthetic_clm_source(int64_t B, int64_t T, int64_t V, uint64_t seed);
 
 }  // namespace saobp

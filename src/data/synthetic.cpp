@@ -1,7 +1,6 @@
 #include "data/synthetic.h"
 
 #include "data/lm_source.h"
-
 #include "tensor/philox.h"
 
 namespace saobp {
@@ -9,7 +8,8 @@ namespace saobp {
 MlmBatch synthetic_mlm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t stream, int64_t index,
                              double mlm_probability) {
   if (T < 4) fail("data", "synthetic sequences need seq_len >= 4, got {}", T);
-  if (V <= kFirstRegular + 1) fail("data", "synthetic data needs vocab_size > {}, got {}", kFirstRegular + 1, V);
+  if (V <= kFirstRegular + 1)
+    fail("data", "synthetic data needs vocab_size > {}, got {}", kFirstRegular + 1, V);
   const auto regular = static_cast<uint32_t>(V - kFirstRegular);
   const int64_t half = (T - 2) / 2;
   std::vector<int32_t> ids(static_cast<size_t>(B * T), kPad), labels(ids.size(), -100);
@@ -18,7 +18,8 @@ MlmBatch synthetic_mlm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uin
     int32_t* row = ids.data() + b * T;
     row[0] = kCls;
     for (int64_t t = 0; t < half; ++t) {
-      const int32_t tok = kFirstRegular + static_cast<int32_t>(philox::word(seed, stream, seq * 4096 + t) % regular);
+      const int32_t tok =
+          kFirstRegular + static_cast<int32_t>(philox::word(seed, stream, seq * 4096 + t) % regular);
       row[1 + t] = row[1 + half + t] = tok;
     }
     row[1 + 2 * half] = kSep;  // T odd: one [PAD] follows, excluded from masking
@@ -42,7 +43,8 @@ MlmBatch synthetic_mlm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uin
 
 ClmBatch synthetic_clm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t stream, int64_t index) {
   if (T < 2) fail("data", "synthetic sequences need seq_len >= 2, got {}", T);
-  if (V <= kFirstRegular + 1) fail("data", "synthetic data needs vocab_size > {}, got {}", kFirstRegular + 1, V);
+  if (V <= kFirstRegular + 1)
+    fail("data", "synthetic data needs vocab_size > {}, got {}", kFirstRegular + 1, V);
   const auto regular = static_cast<uint32_t>(V - kFirstRegular);
   const int64_t half = (T + 1) / 2;
   std::vector<int32_t> ids(static_cast<size_t>(B * T)), targets(ids.size(), -100);
@@ -50,7 +52,8 @@ ClmBatch synthetic_clm_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uin
     const uint64_t seq = static_cast<uint64_t>(index * B + b);
     int32_t* row = ids.data() + b * T;
     for (int64_t t = 0; t < half; ++t) {
-      const int32_t tok = kFirstRegular + static_cast<int32_t>(philox::word(seed, stream, seq * 4096 + t) % regular);
+      const int32_t tok =
+          kFirstRegular + static_cast<int32_t>(philox::word(seed, stream, seq * 4096 + t) % regular);
       row[t] = tok;
       if (half + t < T) row[half + t] = tok;
     }
@@ -71,7 +74,8 @@ uint64_t split_stream(Split s) { return s == Split::train ? 100 : 200; }
 
 class SyntheticMlm : public MlmSource {
  public:
-  SyntheticMlm(int64_t B, int64_t T, int64_t V, uint64_t seed, double p) : B_(B), T_(T), V_(V), seed_(seed), p_(p) {}
+  SyntheticMlm(int64_t B, int64_t T, int64_t V, uint64_t seed, double p)
+      : B_(B), T_(T), V_(V), seed_(seed), p_(p) {}
   MlmBatch batch(Split s, int64_t index) const override {
     return synthetic_mlm_batch(B_, T_, V_, seed_, split_stream(s), index, p_);
   }

@@ -54,13 +54,20 @@ struct Named {
   bool sep;
 };
 constexpr Named kTasks[] = {
-    {"copy_first", Kind::copy_first, false},     {"copy_last", Kind::copy_last, false},
-    {"copy_first_blocks", Kind::copy_first_blocks, false}, {"copy_last_blocks", Kind::copy_last_blocks, false},
-    {"count_sum", Kind::count_sum, false},       {"count_sum_sep", Kind::count_sum, true},
-    {"count_ones", Kind::count_ones, false},     {"count_ones_sep", Kind::count_ones, true},
-    {"count_random", Kind::count_random, false}, {"count_random_sep", Kind::count_random, true},
-    {"count_word", Kind::count_word, false},     {"count_word_sep", Kind::count_word, true},
-    {"chase2", Kind::chase2, false},             {"chase3", Kind::chase3, false},
+    {"copy_first", Kind::copy_first, false},
+    {"copy_last", Kind::copy_last, false},
+    {"copy_first_blocks", Kind::copy_first_blocks, false},
+    {"copy_last_blocks", Kind::copy_last_blocks, false},
+    {"count_sum", Kind::count_sum, false},
+    {"count_sum_sep", Kind::count_sum, true},
+    {"count_ones", Kind::count_ones, false},
+    {"count_ones_sep", Kind::count_ones, true},
+    {"count_random", Kind::count_random, false},
+    {"count_random_sep", Kind::count_random, true},
+    {"count_word", Kind::count_word, false},
+    {"count_word_sep", Kind::count_word, true},
+    {"chase2", Kind::chase2, false},
+    {"chase3", Kind::chase3, false},
 };
 
 int hops(Kind k) { return k == Kind::chase2 ? 2 : 3; }
@@ -92,13 +99,21 @@ TaskSpec task_spec(const std::string& name) {
       case Kind::copy_first:
       case Kind::copy_last:
       case Kind::copy_first_blocks:
-      case Kind::copy_last_blocks: t.num_classes = kCopyAlphabet, t.min_length = 3; break;
+      case Kind::copy_last_blocks:
+        t.num_classes = kCopyAlphabet, t.min_length = 3;
+        break;
       case Kind::count_sum:
       case Kind::count_ones:
-      case Kind::count_random: t.num_classes = kMaxLength, t.min_length = 2; break;
-      case Kind::count_word: t.num_classes = kMaxLength, t.min_length = 4; break;
+      case Kind::count_random:
+        t.num_classes = kMaxLength, t.min_length = 2;
+        break;
+      case Kind::count_word:
+        t.num_classes = kMaxLength, t.min_length = 4;
+        break;
       case Kind::chase2:
-      case Kind::chase3: t.num_classes = kLetters, t.min_length = 3 + 3 * hops(n.kind); break;
+      case Kind::chase3:
+        t.num_classes = kLetters, t.min_length = 3 + 3 * hops(n.kind);
+        break;
     }
     return t;
   }
@@ -175,13 +190,16 @@ Example generate(const TaskSpec& t, uint64_t seed, Split split, int64_t length, 
       const int H = hops(t.kind);
       std::vector<int32_t> nodes(kLetters);
       for (int32_t i = 0; i < kLetters; ++i) nodes[static_cast<size_t>(i)] = i;
-      for (int i = 0; i <= H; ++i) std::swap(nodes[static_cast<size_t>(i)], nodes[static_cast<size_t>(i + r.below(kLetters - i))]);
+      for (int i = 0; i <= H; ++i)
+        std::swap(nodes[static_cast<size_t>(i)], nodes[static_cast<size_t>(i + r.below(kLetters - i))]);
       const int64_t P = (length - 3) / 3, filler = (length - 3) % 3;
       std::vector<std::pair<int32_t, int32_t>> pairs;
-      for (int i = 0; i < H; ++i) pairs.emplace_back(nodes[static_cast<size_t>(i)], nodes[static_cast<size_t>(i + 1)]);
+      for (int i = 0; i < H; ++i)
+        pairs.emplace_back(nodes[static_cast<size_t>(i)], nodes[static_cast<size_t>(i + 1)]);
       while (static_cast<int64_t>(pairs.size()) < P)  // keys from nodes[H..]: not x0 .. x(H-1)
         pairs.emplace_back(nodes[static_cast<size_t>(H + r.below(kLetters - H))], r.below(kLetters));
-      for (size_t i = pairs.size() - 1; i > 0; --i) std::swap(pairs[i], pairs[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
+      for (size_t i = pairs.size() - 1; i > 0; --i)
+        std::swap(pairs[i], pairs[static_cast<size_t>(r.below(static_cast<int64_t>(i) + 1))]);
       for (const auto& [k, v] : pairs) s.insert(s.end(), {letter(k), kArrow, letter(v)});
       s.insert(s.end(), static_cast<size_t>(filler), kSep);
       s.push_back(kQuery);
@@ -215,7 +233,8 @@ int32_t solve(const TaskSpec& t, const std::vector<int32_t>& s) {
       // starts) or '1'.
       const bool first = t.kind == Kind::copy_first || t.kind == Kind::copy_first_blocks;
       const int32_t c = s[static_cast<size_t>(first ? 1 : L - 1)];
-      if (!is_digit(c) || c - kDigit >= kCopyAlphabet) malformed(t, s, "the copied token is not in the alphabet");
+      if (!is_digit(c) || c - kDigit >= kCopyAlphabet)
+        malformed(t, s, "the copied token is not in the alphabet");
       only(1, L, {c, digit(1)});
       return c - kDigit;
     }
@@ -234,7 +253,8 @@ int32_t solve(const TaskSpec& t, const std::vector<int32_t>& s) {
       only(1, L, t.sep ? std::vector<int32_t>{digit(1), kSep} : std::vector<int32_t>{digit(1)});
       return count(1, L, digit(1));
     case Kind::count_random:
-      only(1, L, t.sep ? std::vector<int32_t>{digit(0), digit(1), kSep} : std::vector<int32_t>{digit(0), digit(1)});
+      only(1, L,
+           t.sep ? std::vector<int32_t>{digit(0), digit(1), kSep} : std::vector<int32_t>{digit(0), digit(1)});
       return count(1, L, digit(1));
     case Kind::count_word: {
       if (s[static_cast<size_t>(L - 2)] != kQuery || !is_letter(s[static_cast<size_t>(L - 1)]))
@@ -286,7 +306,8 @@ Batch make_batch(const TaskSpec& t, uint64_t seed, Split split, const std::vecto
   std::vector<uint8_t> mask(static_cast<size_t>(B * T), 0);
   Batch b;
   for (int64_t i = 0; i < B; ++i) {
-    const Example e = generate(t, seed, split, lengths[static_cast<size_t>(i)], first_index + static_cast<uint64_t>(i));
+    const Example e =
+        generate(t, seed, split, lengths[static_cast<size_t>(i)], first_index + static_cast<uint64_t>(i));
     std::copy(e.tokens.begin(), e.tokens.end(), ids.begin() + i * T);
     std::fill_n(mask.begin() + i * T, e.tokens.size(), uint8_t{1});
     b.labels.push_back(e.label);
@@ -302,17 +323,34 @@ std::string render(const std::vector<int32_t>& tokens) {
   for (const int32_t tok : tokens) {
     if (!out.empty()) out += ' ';
     switch (tok) {
-      case kPad: out += "[PAD]"; break;
-      case kCls: out += "[CLS]"; break;
-      case kSep: out += '|'; break;
-      case kQuery: out += '?'; break;
-      case kArrow: out += '>'; break;
-      case kPlus: out += '+'; break;
-      case kEquals: out += '='; break;
+      case kPad:
+        out += "[PAD]";
+        break;
+      case kCls:
+        out += "[CLS]";
+        break;
+      case kSep:
+        out += '|';
+        break;
+      case kQuery:
+        out += '?';
+        break;
+      case kArrow:
+        out += '>';
+        break;
+      case kPlus:
+        out += '+';
+        break;
+      case kEquals:
+        out += '=';
+        break;
       default:
-        if (is_digit(tok)) out += static_cast<char>('0' + tok - kDigit);
-        else if (is_letter(tok)) out += static_cast<char>('a' + tok - kLetter);
-        else out += fmt::format("<{}>", tok);
+        if (is_digit(tok))
+          out += static_cast<char>('0' + tok - kDigit);
+        else if (is_letter(tok))
+          out += static_cast<char>('a' + tok - kLetter);
+        else
+          out += fmt::format("<{}>", tok);
     }
   }
   return out;

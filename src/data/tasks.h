@@ -40,16 +40,26 @@ constexpr int64_t kMaxLength = 1024;
 constexpr int32_t kCopyAlphabet = 8, kBlock = 8, kGroup = 5, kWords = 8;
 constexpr double kOnesProbability = 0.7;
 
-enum class Kind { copy_first, copy_last, copy_first_blocks, copy_last_blocks, count_sum, count_ones, count_random,
-                  count_word, chase2, chase3 };
+enum class Kind {
+  copy_first,
+  copy_last,
+  copy_first_blocks,
+  copy_last_blocks,
+  count_sum,
+  count_ones,
+  count_random,
+  count_word,
+  chase2,
+  chase3
+};
 enum class Split { train, test };
 
 struct TaskSpec {
   std::string name;
   Kind kind = Kind::copy_first;
-  bool sep = false;             // the *_sep counting variant
-  int64_t num_classes = 0;      // labels are 0 .. num_classes - 1
-  int64_t min_length = 0;       // the shortest valid sequence
+  bool sep = false;         // the *_sep counting variant
+  int64_t num_classes = 0;  // labels are 0 .. num_classes - 1
+  int64_t min_length = 0;   // the shortest valid sequence
 };
 
 // The spec of a task name: copy_first, copy_last, copy_first_blocks, copy_last_blocks,
@@ -76,10 +86,10 @@ int32_t solve(const TaskSpec& t, const std::vector<int32_t>& tokens);
 int64_t train_length(const TaskSpec& t, uint64_t seed, uint64_t index, int64_t max_length);
 
 struct Batch {
-  Tensor ids;                   // (B,T) i32, PAD after each sequence's end
-  Tensor key_mask;              // (B,T) u8, 1 = token
-  std::vector<int32_t> labels;  // (B)
-  std::vector<int64_t> lengths; // (B)
+  Tensor ids;                    // (B,T) i32, PAD after each sequence's end
+  Tensor key_mask;               // (B,T) u8, 1 = token
+  std::vector<int32_t> labels;   // (B)
+  std::vector<int64_t> lengths;  // (B)
 };
 
 // Examples first_index .. first_index + B - 1 of `split`, the b-th of lengths[b], padded to

@@ -38,7 +38,8 @@ struct TokenCacheWriter::Impl {
   bool done = false;
 };
 
-TokenCacheWriter::TokenCacheWriter(const std::string& path, TokenCacheKey key) : impl_(std::make_unique<Impl>()) {
+TokenCacheWriter::TokenCacheWriter(const std::string& path, TokenCacheKey key)
+    : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   impl_->tmp = path + ".tmp." + std::to_string(::getpid());
   impl_->key = key;
@@ -72,7 +73,8 @@ void TokenCacheWriter::finish() {
   end_document();
   Impl& w = *impl_;
   auto write = [&](const std::vector<uint64_t>& v) {
-    w.out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(uint64_t)));
+    w.out.write(reinterpret_cast<const char*>(v.data()),
+                static_cast<std::streamsize>(v.size() * sizeof(uint64_t)));
   };
   if (w.n_tokens % 2) w.out.write("\0\0\0\0", 4);  // the u64 tables start 8-byte aligned
   write(w.sentence_end), write(w.document_end);
@@ -105,13 +107,14 @@ bool read_token_cache_key(const std::string& path, TokenCacheKey& key) {
 TokenCache TokenCache::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail("token-cache", "cannot read {}: {}", path, std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   ::fstat(fd, &st);
   const auto size = static_cast<uint64_t>(st.st_size);
   const std::string regen = "delete it and run again to rebuild it from the corpus";
   if (size < kHeaderBytes) {
     ::close(fd);
-    fail("token-cache", "{}: truncated: {} bytes, shorter than the {}-byte header; {}", path, size, kHeaderBytes, regen);
+    fail("token-cache", "{}: truncated: {} bytes, shorter than the {}-byte header; {}", path, size,
+         kHeaderBytes, regen);
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -132,9 +135,10 @@ TokenCache TokenCache::open(const std::string& path) {
   const uint64_t token_bytes = 4 * (h.n_tokens + h.n_tokens % 2);
   const uint64_t expect = kHeaderBytes + token_bytes + 8 * (h.n_sentences + h.n_documents);
   if (size != expect)
-    fail("token-cache", "{}: {} bytes, but its header describes {} ({} tokens, {} sentences, {} documents): {}; {}",
-         path, size, expect, h.n_tokens, h.n_sentences, h.n_documents, size < expect ? "truncated" : "trailing bytes",
-         regen);
+    fail("token-cache",
+         "{}: {} bytes, but its header describes {} ({} tokens, {} sentences, {} documents): {}; {}", path,
+         size, expect, h.n_tokens, h.n_sentences, h.n_documents,
+         size < expect ? "truncated" : "trailing bytes", regen);
   const char* base = static_cast<const char*>(map) + kHeaderBytes;
   c.key_ = {h.tokenizer, h.source};
   c.tokens_ = {reinterpret_cast<const uint32_t*>(base), h.n_tokens};
@@ -145,12 +149,13 @@ TokenCache TokenCache::open(const std::string& path) {
     uint64_t prev = 0;
     for (size_t i = 0; i < ends.size(); ++i) {
       if (ends[i] <= prev || ends[i] > total)
-        fail("token-cache", "{}: corrupt {} table at entry {} ({} after {}, total {}); {}", path, what, i, ends[i],
-             prev, total, regen);
+        fail("token-cache", "{}: corrupt {} table at entry {} ({} after {}, total {}); {}", path, what, i,
+             ends[i], prev, total, regen);
       prev = ends[i];
     }
     if (!ends.empty() && prev != total)
-      fail("token-cache", "{}: the {} table ends at {}, not at the total {}; {}", path, what, prev, total, regen);
+      fail("token-cache", "{}: the {} table ends at {}, not at the total {}; {}", path, what, prev, total,
+           regen);
   };
   check_ends(c.sentence_end_, h.n_tokens, "sentence");
   check_ends(c.document_end_, h.n_sentences, "document");

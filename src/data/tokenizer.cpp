@@ -25,12 +25,16 @@ namespace {
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& file) {
   const std::string text = read_file(file);
   const tok::JNode root = tok::parse_json(text, file);
-  if (root.kind != tok::JNode::object) fail("tokenizer", "{}:{}: tokenizer.json must hold a JSON object", file, root.line);
+  if (root.kind != tok::JNode::object)
+    fail("tokenizer", "{}:{}: tokenizer.json must hold a JSON object", file, root.line);
   const tok::JNode* model = root.get("model");
-  if (!model || model->kind != tok::JNode::object) fail("tokenizer", "{}:{}: no \"model\" object", file, root.line);
+  if (!model || model->kind != tok::JNode::object)
+    fail("tokenizer", "{}:{}: no \"model\" object", file, root.line);
   std::string type;
-  if (const tok::JNode* t = model->get("type"); t && t->kind == tok::JNode::string) type = t->str;
-  else type = model->get("merges") ? "BPE" : "WordPiece";
+  if (const tok::JNode* t = model->get("type"); t && t->kind == tok::JNode::string)
+    type = t->str;
+  else
+    type = model->get("merges") ? "BPE" : "WordPiece";
   if (type == "WordPiece") return WordPieceTokenizer::from_tokenizer_json(root, text, file);
   if (type == "BPE") return BpeTokenizer::from_tokenizer_json(root, file);
   fail("tokenizer", "{}:{}: model type '{}' is not supported (WordPiece or BPE)", file, model->line, type);
@@ -119,7 +123,8 @@ struct VocabTrainer::Impl {
 };
 
 VocabTrainer::VocabTrainer(const VocabTrainOptions& opt) : impl_(std::make_unique<Impl>()) {
-  if (opt.kind != "wordpiece" && opt.kind != "bpe") fail("vocab", "kind must be wordpiece or bpe, got '{}'", opt.kind);
+  if (opt.kind != "wordpiece" && opt.kind != "bpe")
+    fail("vocab", "kind must be wordpiece or bpe, got '{}'", opt.kind);
   if (opt.vocab_size < 1) fail("vocab", "vocab_size must be positive, got {}", opt.vocab_size);
   impl_->opt = opt;
   impl_->norm.lowercase = impl_->norm.strip_accents = opt.lowercase;
@@ -294,7 +299,8 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
       }
       words.push_back(std::move(syms));
     }
-    MergeResult r = merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size, m.opt.min_frequency, "##");
+    MergeResult r =
+        merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size, m.opt.min_frequency, "##");
     return std::make_unique<WordPieceTokenizer>(std::move(r.tokens), m.norm);
   }
   // bpe: the 256 byte symbols in GPT-2's order, then merges, then <|endoftext|>.
@@ -311,12 +317,13 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
     for (const char ch : w) syms.push_back(byte_id[static_cast<unsigned char>(ch)]);
     words.push_back(std::move(syms));
   }
-  MergeResult r = merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size - 1, m.opt.min_frequency, "");
+  MergeResult r =
+      merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size - 1, m.opt.min_frequency, "");
   std::vector<BpeMerge> merges;
   merges.reserve(r.merges.size());
   for (size_t i = 0; i < r.merges.size(); ++i)
-    merges.push_back({r.tokens[static_cast<size_t>(r.merges[i].first)], r.tokens[static_cast<size_t>(r.merges[i].second)],
-                      static_cast<int64_t>(i) + 2});
+    merges.push_back({r.tokens[static_cast<size_t>(r.merges[i].first)],
+                      r.tokens[static_cast<size_t>(r.merges[i].second)], static_cast<int64_t>(i) + 2});
   r.tokens.push_back("<|endoftext|>");
   return std::make_unique<BpeTokenizer>(std::move(r.tokens), std::move(merges), "<trained>", "<trained>");
 }

@@ -20,7 +20,6 @@ const JNode* JNode::get(std::string_view key) const {
 
 namespace {
 
-
 // nlohmann's SAX events -> a JNode tree, each value with its line. When an event arrives, the
 // lexer has read exactly the value's token, except after a number: then one byte more (the one
 // that ended it), which can be a newline. Tokens never hold a raw newline.

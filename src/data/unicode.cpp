@@ -23,7 +23,8 @@ int32_t next_cp(std::string_view s, size_t& i) {
   int len = 0;
   unsigned char lo = 0x80, hi = 0xBF;
   int32_t cp = 0;
-  if (b0 >= 0xC2 && b0 <= 0xDF) len = 2, cp = b0 & 0x1F;
+  if (b0 >= 0xC2 && b0 <= 0xDF)
+    len = 2, cp = b0 & 0x1F;
   else if (b0 >= 0xE0 && b0 <= 0xEF) {
     len = 3, cp = b0 & 0x0F;
     if (b0 == 0xE0) lo = 0xA0;
@@ -75,8 +76,10 @@ std::string utf8_lossy(std::string_view s) {
   while (i < s.size()) {
     const size_t start = i;
     const int32_t cp = next_cp(s, i);
-    if (cp < 0) out += "\xEF\xBF\xBD";
-    else out.append(s.substr(start, i - start));
+    if (cp < 0)
+      out += "\xEF\xBF\xBD";
+    else
+      out.append(s.substr(start, i - start));
   }
   return out;
 }
@@ -133,9 +136,8 @@ bool is_other(int32_t c) {
 }
 
 bool is_cjk(int32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
@@ -154,10 +156,9 @@ void append_lower(std::string& out, int32_t c) {
 
 std::string nfd(std::string_view s) {
   utf8proc_uint8_t* buf = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                   static_cast<utf8proc_ssize_t>(s.size()), &buf,
-                   static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_STABLE));
+  const utf8proc_ssize_t n = utf8proc_map(
+      reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &buf,
+      static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | UTF8PROC_STABLE));
   if (n < 0) fail("tokenizer", "NFD failed: {}", utf8proc_errmsg(n));
   std::string out(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
   std::free(buf);

@@ -28,9 +28,9 @@ void append_utf8(std::string& out, int32_t cp);
 
 // Rust's char::is_whitespace (the White_Space property): U+0009-U+000D, U+0085, Zs, Zl, Zp.
 bool is_whitespace(int32_t c);
-bool is_letter(int32_t c);       // L*   (regex \p{L})
-bool is_number(int32_t c);       // N*   (regex \p{N})
-bool is_punctuation(int32_t c);  // P*   (unicode_categories' is_punctuation)
+bool is_letter(int32_t c);           // L*   (regex \p{L})
+bool is_number(int32_t c);           // N*   (regex \p{N})
+bool is_punctuation(int32_t c);      // P*   (unicode_categories' is_punctuation)
 bool is_nonspacing_mark(int32_t c);  // Mn
 // unicode_categories' is_other(): Cc, Cf, Co (its Cn table is empty: unassigned code points are
 // not "other" there, and we keep them too).

@@ -63,22 +63,32 @@ SplitData read_split(const BenchmarkSpec& b, const std::string& dir, const std::
   SplitData d;
   d.split = split;
   const std::string& n = b.name;
-  if (n.rfind("glue/", 0) == 0) d.text = bench::read_glue(glue_task(b), dir, split, opt);
-  else if (n == "imdb") d.text = bench::read_imdb(dir, split, opt);
-  else if (n == "boolq") d.text = bench::read_boolq(dir, split, opt);
-  else if (n == "sentence-tsv") d.text = bench::read_sentence_tsv(dir, split, opt);
-  else if (n.rfind("race/", 0) == 0) d.choice = bench::read_race(dir, n.substr(5), split, opt);
-  else if (n == "hellaswag") d.choice = bench::read_hellaswag(dir, split, opt);
-  else if (n.rfind("squad/v", 0) == 0) d.squad = bench::read_squad(bench::squad_file(dir, n.substr(7), split), opt);
-  else if (n == "wikitext") d.lm_text = bench::read_wikitext(dir, split, &d.lm_file);
-  else fail("finetune", "task '{}' has no reader", n);
+  if (n.rfind("glue/", 0) == 0)
+    d.text = bench::read_glue(glue_task(b), dir, split, opt);
+  else if (n == "imdb")
+    d.text = bench::read_imdb(dir, split, opt);
+  else if (n == "boolq")
+    d.text = bench::read_boolq(dir, split, opt);
+  else if (n == "sentence-tsv")
+    d.text = bench::read_sentence_tsv(dir, split, opt);
+  else if (n.rfind("race/", 0) == 0)
+    d.choice = bench::read_race(dir, n.substr(5), split, opt);
+  else if (n == "hellaswag")
+    d.choice = bench::read_hellaswag(dir, split, opt);
+  else if (n.rfind("squad/v", 0) == 0)
+    d.squad = bench::read_squad(bench::squad_file(dir, n.substr(7), split), opt);
+  else if (n == "wikitext")
+    d.lm_text = bench::read_wikitext(dir, split, &d.lm_file);
+  else
+    fail("finetune", "task '{}' has no reader", n);
   if (max_examples > 0) {
     const auto cut = [&](auto& v) {
       if (static_cast<int64_t>(v.size()) > max_examples) v.resize(static_cast<size_t>(max_examples));
     };
     cut(d.text.examples), cut(d.choice.examples), cut(d.squad.examples);
   }
-  if (b.kind != Kind::lm && d.size() == 0) fail("finetune", "{}: split '{}' in {} has no examples", n, split, dir);
+  if (b.kind != Kind::lm && d.size() == 0)
+    fail("finetune", "{}: split '{}' in {} has no examples", n, split, dir);
   return d;
 }
 

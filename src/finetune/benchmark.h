@@ -24,7 +24,7 @@ enum class Kind {
 };
 
 struct BenchmarkSpec {
-  std::string name;                      // "glue/sst2"
+  std::string name;  // "glue/sst2"
   Kind kind = Kind::classify;
   std::string train_split;               // "train"; "" when the benchmark is evaluation-only
   std::vector<std::string> eval_splits;  // evaluated after each epoch and at the end

@@ -29,7 +29,8 @@ std::vector<std::string> model_overrides(const ModelSection& m) {
   std::istringstream in(to_toml(c));
   bool in_model = false;
   for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] == '[') in_model = line == "[model]";
+    if (!line.empty() && line[0] == '[')
+      in_model = line == "[model]";
     else if (in_model && line.find(" = ") != std::string::npos)
       out.push_back("model." + line.substr(0, line.find(" = ")) + "=" + line.substr(line.find(" = ") + 3));
   }
@@ -67,7 +68,8 @@ std::pair<std::string, std::string> recipe_of(const BenchmarkSpec& spec, const s
 
 // Recipe + pretrained model + task keys + user overrides, with seq_len fitted to the model.
 RunConfig config_for(const BenchmarkSpec& spec, const PretrainedInfo& pre, const std::string& data,
-                     const std::string& recipe_file, const std::vector<std::string>& user, std::string* note) {
+                     const std::string& recipe_file, const std::vector<std::string>& user,
+                     std::string* note) {
   const auto [text, name] = recipe_of(spec, recipe_file);
   std::vector<std::string> o = model_overrides(pre.model);
   o.push_back("data.kind=\"benchmark\"");
@@ -76,7 +78,8 @@ RunConfig config_for(const BenchmarkSpec& spec, const PretrainedInfo& pre, const
   if (pre.has_tokenizer) o.push_back("data.vocab=" + pre.dir);
   o.push_back("train.run_dir=runs/finetune/" + task_slug(spec.name));
   const int64_t seq = recipe_seq_len(text, name);
-  if (pre.model.positions == "learned" && seq > pre.model.max_positions && !overridden(user, "train.seq_len")) {
+  if (pre.model.positions == "learned" && seq > pre.model.max_positions &&
+      !overridden(user, "train.seq_len")) {
     o.push_back(fmt::format("train.seq_len={}", pre.model.max_positions));
     if (note)
       *note = fmt::format("train.seq_len {} of the recipe lowered to the model's max_positions {}", seq,
@@ -100,11 +103,13 @@ const std::string& recipe_text(const std::string& stem) {
 RunConfig finetune_config(const FinetuneOptions& o) {
   const BenchmarkSpec spec = benchmark_spec(o.task);
   if (spec.train_split.empty())
-    fail("finetune", "--task {} is evaluation-only: saobp eval --checkpoint DIR --task {} --data DIR", o.task, o.task);
+    fail("finetune", "--task {} is evaluation-only: saobp eval --checkpoint DIR --task {} --data DIR", o.task,
+         o.task);
   if (o.init.empty()) fail("finetune", "--init: name the pretrained model folder to start from");
   const PretrainedInfo pre = read_pretrained(o.init);
   if (!pre.has_tokenizer)
-    fail("finetune", "--init {}: no tokenizer files (tokenizer.json, vocab.txt, or vocab.json + merges.txt)", o.init);
+    fail("finetune", "--init {}: no tokenizer files (tokenizer.json, vocab.txt, or vocab.json + merges.txt)",
+         o.init);
   std::string note;
   RunConfig cfg = config_for(spec, pre, o.data, o.recipe, o.overrides, &note);
   if (!note.empty() && !o.quiet) fmt::print("{}\n", note);
@@ -158,8 +163,8 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
     if (spec.kind == Kind::lm) {
       const SplitData d = read_split(spec, o.data, "test", {}, 0);
       const int64_t stride = cfg.data.window_stride ? cfg.data.window_stride : cfg.train.seq_len / 2;
-      nlohmann::json m = sliding_window_perplexity(model, *tok, d.lm_text, cfg.train.seq_len, stride,
-                                                   cfg.train.batch_size);
+      nlohmann::json m =
+          sliding_window_perplexity(model, *tok, d.lm_text, cfg.train.seq_len, stride, cfg.train.batch_size);
       m["file"] = d.lm_file;
       r["metrics"] = {{"test", m}};
     } else {
@@ -171,15 +176,18 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
         if (spec.kind == Kind::choice) {
           const bool race = o.task.rfind("race/", 0) == 0;
           for (const bench::ChoiceExample& e : d.choice.examples) {
-            ZeroShotExample z{e.id, race ? "Article: " + e.context + "\n\nQuestion: " + e.question + "\n\nAnswer:"
-                                         : e.full_context,
-                              {}, e.label};
+            ZeroShotExample z{e.id,
+                              race ? "Article: " + e.context + "\n\nQuestion: " + e.question + "\n\nAnswer:"
+                                   : e.full_context,
+                              {},
+                              e.label};
             for (const std::string& end : e.endings) z.candidates.push_back(" " + end);
             ex.push_back(std::move(z));
           }
         } else if (o.task == "boolq") {
           for (const bench::TextExample& e : d.text.examples)
-            ex.push_back({e.id, e.text_b + "\nQuestion: " + e.text_a + "?\nAnswer:", {" no", " yes"}, e.label});
+            ex.push_back(
+                {e.id, e.text_b + "\nQuestion: " + e.text_a + "?\nAnswer:", {" no", " yes"}, e.label});
         } else {
           fail("eval", "--zero-shot scores race/*, hellaswag and boolq; {} needs fine-tuning", o.task);
         }
@@ -194,8 +202,10 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
     std::vector<std::string> ov = {"data.kind=\"benchmark\"", fmt::format("data.task=\"{}\"", o.task),
                                    "data.path=" + o.data, "data.vocab=" + o.checkpoint};
     ov.insert(ov.end(), o.overrides.begin(), o.overrides.end());
-    if (pre.format == "saobp") cfg = load_config((fs::path(o.checkpoint) / "config.toml").string(), ov);
-    else cfg = config_for(spec, pre, o.data, "", ov, nullptr);
+    if (pre.format == "saobp")
+      cfg = load_config((fs::path(o.checkpoint) / "config.toml").string(), ov);
+    else
+      cfg = config_for(spec, pre, o.data, "", ov, nullptr);
     if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
     const std::unique_ptr<Task> task = make_eval_task(cfg);
     init_from_pretrained(o.checkpoint, task->params(), {});

@@ -24,12 +24,12 @@ const std::vector<std::pair<std::string, std::string>>& recipes();
 const std::string& recipe_text(const std::string& stem);
 
 struct FinetuneOptions {
-  std::string init;      // the pretrained folder (--init)
-  std::string task;      // a benchmark name
-  std::string data;      // the benchmark's folder (or file)
-  std::string recipe;    // a recipe file replacing the task's compiled-in one ("" = compiled in)
+  std::string init;    // the pretrained folder (--init)
+  std::string task;    // a benchmark name
+  std::string data;    // the benchmark's folder (or file)
+  std::string recipe;  // a recipe file replacing the task's compiled-in one ("" = compiled in)
   std::vector<std::string> overrides;
-  std::string resume;    // continue this checkpoint of the run instead (--resume)
+  std::string resume;  // continue this checkpoint of the run instead (--resume)
   bool quiet = false;
 };
 

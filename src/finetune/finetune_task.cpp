@@ -78,26 +78,30 @@ bool truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t bud
 class FinetuneTask : public Task {
  public:
   // with_train false: evaluation only (saobp eval --task), the training split is not read.
-  FinetuneTask(const RunConfig& cfg, bool with_train) : cfg_(cfg), spec_(finetune::benchmark_spec(cfg.data.task)) {
+  FinetuneTask(const RunConfig& cfg, bool with_train)
+      : cfg_(cfg), spec_(finetune::benchmark_spec(cfg.data.task)) {
     const ModelSection& m = cfg.model;
     if (spec_.kind == Kind::lm || cfg.data.zero_shot)
-      fail("finetune", "{} is evaluated, not trained: saobp eval --checkpoint DIR --task {} --data DIR{}", spec_.name,
-           spec_.name, spec_.kind == Kind::lm ? "" : " --zero-shot");
+      fail("finetune", "{} is evaluated, not trained: saobp eval --checkpoint DIR --task {} --data DIR{}",
+           spec_.name, spec_.name, spec_.kind == Kind::lm ? "" : " --zero-shot");
     if (cfg.data.vocab.empty())
       fail("finetune", "data.vocab: fine-tuning needs the pretrained model's tokenizer (--init DIR sets it)");
     tok_ = load_tokenizer(cfg.data.vocab);
     if (tok_->vocab_size() > m.vocab_size)
-      fail("finetune", "data.vocab {}: {} tokens, more than model.vocab_size = {}", cfg.data.vocab, tok_->vocab_size(),
-           m.vocab_size);
+      fail("finetune", "data.vocab {}: {} tokens, more than model.vocab_size = {}", cfg.data.vocab,
+           tok_->vocab_size(), m.vocab_size);
     const SpecialTokens& sp = tok_->special();
     if (m.family == "bert") {
       if (sp.cls < 0 || sp.sep < 0 || sp.pad < 0)
-        fail("finetune", "data.vocab {}: a BERT input needs [CLS], [SEP] and [PAD] in the vocabulary", cfg.data.vocab);
+        fail("finetune", "data.vocab {}: a BERT input needs [CLS], [SEP] and [PAD] in the vocabulary",
+             cfg.data.vocab);
       pad_ = sp.pad;
     } else {
-      if (sp.eos < 0) fail("finetune", "data.vocab {}: GPT-2 inputs need <|endoftext|> in the vocabulary", cfg.data.vocab);
+      if (sp.eos < 0)
+        fail("finetune", "data.vocab {}: GPT-2 inputs need <|endoftext|> in the vocabulary", cfg.data.vocab);
       if (spec_.kind != Kind::classify && spec_.kind != Kind::regress)
-        fail("finetune", "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
+        fail("finetune",
+             "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
              spec_.name);
       pad_ = sp.eos;
     }
@@ -146,7 +150,9 @@ class FinetuneTask : public Task {
     return r;
   }
 
-  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    attention_maps(Split::valid, 0, maps, mask);
+  }
   void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
     NoGradGuard ng;
     const Batch b = split_batch(split, index);
@@ -161,13 +167,18 @@ class FinetuneTask : public Task {
                Tensor& out) override {
     NoGradGuard ng;
     Batch b;
-    b.ids = ids, b.mask = Tensor::full(ids.shape(), 1, DType::u8), b.types = Tensor::zeros(ids.shape(), DType::i32);
+    b.ids = ids, b.mask = Tensor::full(ids.shape(), 1, DType::u8),
+    b.types = Tensor::zeros(ids.shape(), DType::i32);
     b.lengths = {ids.size(1)}, b.items = 1;
-    if (bert_) bert_->capture_hidden(&hidden);
-    else gpt_->capture_hidden(&hidden);
+    if (bert_)
+      bert_->capture_hidden(&hidden);
+    else
+      gpt_->capture_hidden(&hidden);
     out = forward(b, false, 0, &maps).data();
-    if (bert_) bert_->capture_hidden(nullptr);
-    else gpt_->capture_hidden(nullptr);
+    if (bert_)
+      bert_->capture_hidden(nullptr);
+    else
+      gpt_->capture_hidden(nullptr);
   }
 
   nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
@@ -184,7 +195,8 @@ class FinetuneTask : public Task {
       examples[split] = n, truncated[split] = cut;
       skipped[split] = {{"rows", st.skipped}, {"first", st.skipped_at}};
     };
-    if (train_data_.size() > 0) note(train_data_.split, train_data_.size(), train_truncated_, train_data_.stats());
+    if (train_data_.size() > 0)
+      note(train_data_.split, train_data_.size(), train_truncated_, train_data_.stats());
     for (const EvalSplit& e : evals_) note(e.data.split, e.data.size(), e.truncated, e.data.stats());
     out["examples"] = examples, out["truncated"] = truncated, out["skipped_rows"] = skipped;
     nlohmann::json speed = nlohmann::json::object();  // the evaluation above, timed per split
@@ -195,7 +207,8 @@ class FinetuneTask : public Task {
     }
     out["speed"] = speed;
     if (print) {
-      fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family, variant_name(cfg_.model.attention));
+      fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family,
+                 variant_name(cfg_.model.attention));
       for (auto& [split, m] : r.metrics.items()) {
         std::string line;
         for (auto& [k, v] : m.items())
@@ -304,14 +317,16 @@ class FinetuneTask : public Task {
       const bench::ReadStats& st = d.stats();
       fmt::print("data: {} {}: {} examples{}{}\n", spec_.name, d.split, d.size(),
                  cut ? fmt::format(", {} cut to train.seq_len = {} tokens", cut, cfg_.train.seq_len) : "",
-                 st.skipped ? fmt::format(", {} malformed rows skipped (first: {})", st.skipped, st.skipped_at.front())
+                 st.skipped ? fmt::format(", {} malformed rows skipped (first: {})", st.skipped,
+                                          st.skipped_at.front())
                             : "");
     };
     if (with_train) note(train_data_, train_truncated_);
     for (const EvalSplit& e : evals_) note(e.data, e.truncated);
     if (spec_.kind == Kind::classify) {
       labels_ = finetune::label_names(with_train ? train_data_ : evals_.front().data);
-      if (labels_.size() < 2) fail("finetune", "{}: {} labels; classification needs at least 2", spec_.name, labels_.size());
+      if (labels_.size() < 2)
+        fail("finetune", "{}: {} labels; classification needs at least 2", spec_.name, labels_.size());
     }
   }
 
@@ -372,13 +387,14 @@ class FinetuneTask : public Task {
           Item it;
           bool any = false;
           for (const std::string& ending : e.endings) {
-            Item row = text_item(e.context, race ? race_second(e.question, ending) : e.question + " " + ending, cut);
+            Item row =
+                text_item(e.context, race ? race_second(e.question, ending) : e.question + " " + ending, cut);
             any |= cut;
             it.ids.push_back(std::move(row.ids[0])), it.types.push_back(std::move(row.types[0]));
           }
           if (!items.empty() && it.ids.size() != items.front().ids.size())
-            fail("finetune", "{}: example {} has {} endings, the first had {}", spec_.name, e.id, it.ids.size(),
-                 items.front().ids.size());
+            fail("finetune", "{}: example {} has {} endings, the first had {}", spec_.name, e.id,
+                 it.ids.size(), items.front().ids.size());
           truncated += any;
           it.label = e.label;
           items.push_back(std::move(it));
@@ -412,7 +428,8 @@ class FinetuneTask : public Task {
   std::vector<int64_t> train_order(int64_t index) const {
     const int64_t E = train_batches_per_epoch(), epoch = index / E, j = index % E, B = cfg_.train.batch_size;
     if (epoch != perm_epoch_) {
-      perm_ = epoch_permutation(cfg_.train.seed, static_cast<uint64_t>(epoch), static_cast<uint32_t>(train_.size()));
+      perm_ = epoch_permutation(cfg_.train.seed, static_cast<uint64_t>(epoch),
+                                static_cast<uint32_t>(train_.size()));
       perm_epoch_ = epoch;
     }
     std::vector<int64_t> order;
@@ -427,7 +444,8 @@ class FinetuneTask : public Task {
     b.rows_per_item = static_cast<int64_t>(items[static_cast<size_t>(which[0])].ids.size());
     int64_t T = 1;
     for (int64_t i : which)
-      for (const auto& row : items[static_cast<size_t>(i)].ids) T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
+      for (const auto& row : items[static_cast<size_t>(i)].ids)
+        T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
     const int64_t R = b.items * b.rows_per_item;
     std::vector<int32_t> ids(static_cast<size_t>(R * T), pad_), types(static_cast<size_t>(R * T), 0);
     std::vector<uint8_t> mask(static_cast<size_t>(R * T), 0);
@@ -441,7 +459,8 @@ class FinetuneTask : public Task {
         std::fill_n(mask.begin() + static_cast<ptrdiff_t>(at), it.ids[k].size(), uint8_t{1});
         b.lengths.push_back(static_cast<int64_t>(it.ids[k].size()));
       }
-      b.labels.push_back(it.label), b.scores.push_back(it.score), b.starts.push_back(it.start), b.ends.push_back(it.end);
+      b.labels.push_back(it.label), b.scores.push_back(it.score), b.starts.push_back(it.start),
+          b.ends.push_back(it.end);
     }
     b.ids = Tensor::from_vector(ids, {R, T});
     b.types = Tensor::from_vector(types, {R, T});
@@ -453,7 +472,8 @@ class FinetuneTask : public Task {
     const int64_t B = cfg_.train.batch_size, n = static_cast<int64_t>(e.items.size());
     std::vector<int64_t> which;
     for (int64_t k = index * B; k < std::min(n, (index + 1) * B); ++k) which.push_back(k);
-    if (which.empty()) fail("finetune", "{}: batch {} is past the end of split {}", spec_.name, index, e.data.split);
+    if (which.empty())
+      fail("finetune", "{}: batch {} is past the end of split {}", spec_.name, index, e.data.split);
     return batch_of(e.items, which);
   }
   Batch split_batch(Split split, int64_t index) const {
@@ -468,7 +488,8 @@ class FinetuneTask : public Task {
     if (gpt_) {
       const Var h = gpt_->hidden(b.ids, b.mask, training, step, maps);
       std::vector<int32_t> rows(static_cast<size_t>(R));
-      for (int64_t i = 0; i < R; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T + b.lengths[static_cast<size_t>(i)] - 1);
+      for (int64_t i = 0; i < R; ++i)
+        rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T + b.lengths[static_cast<size_t>(i)] - 1);
       return linear(embedding(reshape(h, {-1, h.size(-1)}), Tensor::from_vector(rows, {R})), score_w_);
     }
     const Var h = bert_->encode(b.ids, b.types, b.mask, training, step, maps);  // (R,T,C)
@@ -579,10 +600,14 @@ class FinetuneTask : public Task {
 
 }  // namespace
 
-std::unique_ptr<Task> make_finetune_task(const RunConfig& cfg) { return std::make_unique<FinetuneTask>(cfg, true); }
+std::unique_ptr<Task> make_finetune_task(const RunConfig& cfg) {
+  return std::make_unique<FinetuneTask>(cfg, true);
+}
 
 namespace finetune {
-std::unique_ptr<Task> make_eval_task(const RunConfig& cfg) { return std::make_unique<FinetuneTask>(cfg, false); }
+std::unique_ptr<Task> make_eval_task(const RunConfig& cfg) {
+  return std::make_unique<FinetuneTask>(cfg, false);
+}
 }  // namespace finetune
 
 }  // namespace saobp

@@ -16,12 +16,14 @@
 // tokens apart (a window starts no later than the token before the first one it scores, so
 // that token has context even when S = L); window [b, b + L) scores the tokens not scored by
 // an earlier window, each with the context of the window before it (Hugging Face's
-// "perplexity of fixed-length models" method). perplexity = exp(Σ nll / tokens scored), tokens scored = tokens of the split.
+// "perplexity of fixed-length models" method). perplexity = exp(Σ nll / tokens scored), tokens scored =
+// tokens of the split.
+#include "finetune/lm_scoring.h"
+
 #include <chrono>
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "finetune/lm_scoring.h"
 
 namespace saobp::finetune {
 
@@ -35,7 +37,8 @@ struct Row {
 };
 
 // Σ log p(ids[p + 1] | ids[..p]) over each row's scored positions, added to sums[row.owner].
-void score_rows(GPT2LMHeadModel& model, const std::vector<Row>& rows, int32_t pad, std::vector<double>& sums) {
+void score_rows(GPT2LMHeadModel& model, const std::vector<Row>& rows, int32_t pad,
+                std::vector<double>& sums) {
   NoGradGuard ng;
   const int64_t R = static_cast<int64_t>(rows.size());
   int64_t T = 1;
@@ -69,8 +72,8 @@ void score_rows(GPT2LMHeadModel& model, const std::vector<Row>& rows, int32_t pa
 
 }  // namespace
 
-ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok, const std::vector<ZeroShotExample>& ex,
-                                int64_t max_length, int64_t batch) {
+ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok,
+                                const std::vector<ZeroShotExample>& ex, int64_t max_length, int64_t batch) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t pad = std::max(tok.special().eos, 0);
   ZeroShotResult res;
@@ -87,8 +90,8 @@ ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok, co
       const std::vector<int32_t> cand = tok.encode(c);
       if (cand.empty()) fail("zero-shot", "example {}: candidate \"{}\" has no tokens", e.id, c);
       if (static_cast<int64_t>(cand.size()) >= max_length)
-        fail("zero-shot", "example {}: candidate of {} tokens does not fit the window of {}", e.id, cand.size(),
-             max_length);
+        fail("zero-shot", "example {}: candidate of {} tokens does not fit the window of {}", e.id,
+             cand.size(), max_length);
       const size_t keep = std::min(prompt.size(), static_cast<size_t>(max_length) - cand.size());
       if (keep < prompt.size()) ++res.truncated;
       Row r;
@@ -110,7 +113,8 @@ ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok, co
     for (size_t c = 0; c < e.candidates.size(); ++c) {
       const double s = sums[k + c], n = s / static_cast<double>(lengths[k + c]);
       if (s > sums[k + static_cast<size_t>(best_sum)]) best_sum = static_cast<int32_t>(c);
-      if (n > sums[k + static_cast<size_t>(best_norm)] / static_cast<double>(lengths[k + static_cast<size_t>(best_norm)]))
+      if (n > sums[k + static_cast<size_t>(best_norm)] /
+                  static_cast<double>(lengths[k + static_cast<size_t>(best_norm)]))
         best_norm = static_cast<int32_t>(c);
     }
     k += e.candidates.size();
@@ -128,8 +132,9 @@ ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok, co
   return res;
 }
 
-nlohmann::json sliding_window_perplexity(GPT2LMHeadModel& model, const Tokenizer& tok, const std::string& text,
-                                         int64_t max_length, int64_t stride, int64_t batch) {
+nlohmann::json sliding_window_perplexity(GPT2LMHeadModel& model, const Tokenizer& tok,
+                                         const std::string& text, int64_t max_length, int64_t stride,
+                                         int64_t batch) {
   if (stride <= 0 || stride > max_length)
     fail("perplexity", "data.window_stride must be in [1, train.seq_len = {}], got {}", max_length, stride);
   if (max_length < 2) fail("perplexity", "train.seq_len must be >= 2, got {}", max_length);
@@ -152,7 +157,8 @@ nlohmann::json sliding_window_perplexity(GPT2LMHeadModel& model, const Tokenizer
     r.first = next - 1 - begin, r.count = end - next;
     scored += r.count, next = end, ++windows;
     rows.push_back(std::move(r));
-    if (static_cast<int64_t>(rows.size()) >= batch) score_rows(model, rows, std::max(eos, 0), sums), rows.clear();
+    if (static_cast<int64_t>(rows.size()) >= batch)
+      score_rows(model, rows, std::max(eos, 0), sums), rows.clear();
   }
   if (!rows.empty()) score_rows(model, rows, std::max(eos, 0), sums);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -25,10 +25,11 @@ struct ZeroShotResult {
 };
 
 // Rows of at most `max_length` tokens, `batch` rows per forward pass.
-ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok, const std::vector<ZeroShotExample>& ex,
-                                int64_t max_length, int64_t batch);
+ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok,
+                                const std::vector<ZeroShotExample>& ex, int64_t max_length, int64_t batch);
 
-nlohmann::json sliding_window_perplexity(GPT2LMHeadModel& model, const Tokenizer& tok, const std::string& text,
-                                         int64_t max_length, int64_t stride, int64_t batch);
+nlohmann::json sliding_window_perplexity(GPT2LMHeadModel& model, const Tokenizer& tok,
+                                         const std::string& text, int64_t max_length, int64_t stride,
+                                         int64_t batch);
 
 }  // namespace saobp::finetune

@@ -50,7 +50,8 @@ struct SquadScores {
 };
 // predictions: id -> answer text ("" = no answer). Each question scores the max over its gold
 // answers.
-SquadScores squad_evaluate(const std::vector<SquadGold>& gold, const std::map<std::string, std::string>& predictions);
+SquadScores squad_evaluate(const std::vector<SquadGold>& gold,
+                           const std::map<std::string, std::string>& predictions);
 nlohmann::json to_json(const SquadScores& s, bool v2);
 
 // exp(nll_sum / tokens). Throws when tokens is 0.
@@ -60,8 +61,9 @@ double perplexity(double nll_sum, int64_t tokens);
 //   cola {"matthews_correlation"}, sst2 qnli rte wnli {"accuracy"}, mrpc qqp {"accuracy","f1"},
 //   mnli {"accuracy"} (per split), stsb {"pearson","spearmanr"}. Classification tasks use
 //   pred/gold; stsb uses pred_score/gold_score.
-nlohmann::json glue_metrics(const std::string& task, const std::vector<int32_t>& pred, const std::vector<int32_t>& gold,
-                            const std::vector<double>& pred_score = {}, const std::vector<double>& gold_score = {});
+nlohmann::json glue_metrics(const std::string& task, const std::vector<int32_t>& pred,
+                            const std::vector<int32_t>& gold, const std::vector<double>& pred_score = {},
+                            const std::vector<double>& gold_score = {});
 // The GLUE leaderboard's task score: the unweighted mean of the task's metrics (mrpc: F1 and
 // accuracy; qqp: F1 and accuracy; stsb: Pearson and Spearman; mnli: matched and mismatched
 // accuracy), x100.

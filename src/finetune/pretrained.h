@@ -24,10 +24,10 @@ namespace saobp {
 
 struct PretrainedInfo {
   std::string dir;
-  std::string format;        // "saobp" (config.toml present) | "hf" (config.json only)
-  std::string architecture;  // config.json's architectures[0] ("" when absent)
-  ModelSection model;        // the model section: ours from config.toml, else from config.json
-  nlohmann::json hf_config;  // config.json as read (null when absent)
+  std::string format;          // "saobp" (config.toml present) | "hf" (config.json only)
+  std::string architecture;    // config.json's architectures[0] ("" when absent)
+  ModelSection model;          // the model section: ours from config.toml, else from config.json
+  nlohmann::json hf_config;    // config.json as read (null when absent)
   bool has_tokenizer = false;  // tokenizer files in dir (load_tokenizer(dir) works)
 };
 
@@ -41,13 +41,13 @@ PretrainedInfo read_pretrained(const std::string& dir);
 ModelSection model_section_from_hf(const nlohmann::json& cfg, const std::string& file);
 
 struct InitReport {
-  std::string source;                        // the model.safetensors read
-  std::vector<std::string> loaded;           // model tensors filled from the file
-  std::vector<std::string> initialized;      // model tensors not in the file (the new head)
-  std::vector<std::string> unused;           // file tensors the model does not take
+  std::string source;                          // the model.safetensors read
+  std::vector<std::string> loaded;             // model tensors filled from the file
+  std::vector<std::string> initialized;        // model tensors not in the file (the new head)
+  std::vector<std::string> unused;             // file tensors the model does not take
   std::map<std::string, std::string> renamed;  // model name -> file name, where they differ
-  nlohmann::json to_json() const;            // the init_report.json object
-  std::string summary() const;               // a few lines for the log
+  nlohmann::json to_json() const;              // the init_report.json object
+  std::string summary() const;                 // a few lines for the log
 };
 
 // Fills `params` from DIR/model.safetensors as described above.

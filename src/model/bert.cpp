@@ -1,14 +1,14 @@
 #include "model/bert.h"
 
-#include "model/sizes.h"
-
 #include "autograd/ops.h"
+#include "model/sizes.h"
 #include "tensor/kernels.h"
 
 namespace saobp {
 
 void EncoderConfig::validate() const {
-  validate_sizes({vocab, max_positions, hidden, layers, heads, intermediate, dropout, positions, rope_base}, attention);
+  validate_sizes({vocab, max_positions, hidden, layers, heads, intermediate, dropout, positions, rope_base},
+                 attention);
 }
 
 EncoderConfig bert_mini() { return {}; }
@@ -74,7 +74,8 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
                             uint64_t step, std::vector<AttentionMaps>* maps) {
   if (ids.dim() != 2) fail("bert", "ids must be (B,T), got {}", ids.str());
   const int64_t B = ids.size(0), T = ids.size(1), NH = cfg_.heads;
-  if (T > cfg_.max_positions) fail("bert", "sequence length {} exceeds model.max_positions {}", T, cfg_.max_positions);
+  if (T > cfg_.max_positions)
+    fail("bert", "sequence length {} exceeds model.max_positions {}", T, cfg_.max_positions);
   const double p = cfg_.dropout;
   std::vector<int32_t> pos(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
@@ -92,8 +93,8 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
     Var lam;
     if (uses_lambda(acfg.variant))
       lam = L.lambda_rho.defined() ? lambda_learnable(L.lambda_rho)
-                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)), NH,
-                                                     params_.dtype(), params_.device());
+                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)),
+                                                     NH, params_.dtype(), params_.device());
     Var q = split_heads(linear(x, L.q_w, L.q_b), NH), k = split_heads(linear(x, L.k_w, L.k_b), NH),
         v = split_heads(linear(x, L.v_w, L.v_b), NH);
     if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
@@ -113,7 +114,8 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
 
 Var BertForMaskedLM::mlm_logits(const Var& hidden, const Tensor& positions) {
   const int64_t C = cfg_.hidden;
-  if (!cfg_.mlm_head) fail("bert", "mlm_logits: this model was built without the MLM head (mlm_head = false)");
+  if (!cfg_.mlm_head)
+    fail("bert", "mlm_logits: this model was built without the MLM head (mlm_head = false)");
   Var rows = embedding(reshape(hidden, {-1, C}), positions);  // gather (N, C), scatter-add backward
   Var h = layernorm(gelu(linear(rows, head_w_, head_b_), false), head_ln_w_, head_ln_b_, cfg_.ln_eps);
   return linear(h, word_, head_bias_);  // decoder tied to the word embeddings

@@ -34,7 +34,8 @@ EncoderConfig bert_medium();
 
 class BertForMaskedLM {
  public:
-  BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType dtype = DType::f32, Device device = Device::cpu());
+  BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType dtype = DType::f32,
+                  Device device = Device::cpu());
 
   // ids, type_ids: (B,T) i32 (type_ids may be undefined: all 0); key_mask: (B,T) u8 (1 = token)
   // or undefined. Dropout draws from (seed, stream of the site, step). Returns (B,T,C).

@@ -1,16 +1,16 @@
 #include "model/gpt2.h"
 
-#include "model/sizes.h"
-
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "model/sizes.h"
 #include "tensor/kernels.h"
 
 namespace saobp {
 
 void DecoderConfig::validate() const {
-  validate_sizes({vocab, n_positions, n_embd, n_layer, n_head, n_inner, dropout, positions, rope_base}, attention);
+  validate_sizes({vocab, n_positions, n_embd, n_layer, n_head, n_inner, dropout, positions, rope_base},
+                 attention);
 }
 
 DecoderConfig gpt2_mini() { return {}; }
@@ -93,10 +93,11 @@ Var conv1d(const Var& x, const Var& w, const Var& b) { return add(matmul(x, w), 
 }  // namespace
 
 Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool training, uint64_t step,
-                             std::vector<AttentionMaps>* maps) {
+                            std::vector<AttentionMaps>* maps) {
   if (ids.dim() != 2) fail("gpt2", "ids must be (B,T), got {}", ids.str());
   const int64_t T = ids.size(1), C = cfg_.n_embd, NH = cfg_.n_head;
-  if (T > cfg_.n_positions) fail("gpt2", "sequence length {} exceeds model.n_positions {}", T, cfg_.n_positions);
+  if (T > cfg_.n_positions)
+    fail("gpt2", "sequence length {} exceeds model.n_positions {}", T, cfg_.n_positions);
   if (key_mask.defined() && key_mask.shape() != ids.shape())
     fail("gpt2", "key_mask {} does not match ids {}", key_mask.str(), ids.str());
   const double p = cfg_.dropout;
@@ -116,10 +117,11 @@ Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool trai
     Var lam;
     if (uses_lambda(acfg.variant))
       lam = b.lambda_rho.defined() ? lambda_learnable(b.lambda_rho)
-                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)), NH,
-                                                     params_.dtype(), params_.device());
+                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)),
+                                                     NH, params_.dtype(), params_.device());
     // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
-    const std::vector<Var> qkv = split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, cfg_.ln_eps), b.attn_w, b.attn_b), 2, C);
+    const std::vector<Var> qkv =
+        split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, cfg_.ln_eps), b.attn_w, b.attn_b), 2, C);
     Var q = split_heads(qkv[0], NH), k = split_heads(qkv[1], NH), v = split_heads(qkv[2], NH);
     if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
     AttentionMaps m;

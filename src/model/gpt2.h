@@ -43,7 +43,8 @@ std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg);
 
 class GPT2LMHeadModel {
  public:
-  GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType dtype = DType::f32, Device device = Device::cpu());
+  GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType dtype = DType::f32,
+                  Device device = Device::cpu());
 
   // ids: (B,T) i32, T <= n_positions; key_mask: (B,T) u8 (1 = token) or undefined. Dropout
   // draws from (seed, stream of the site, step << 32). Returns logits (B,T,V).

@@ -12,9 +12,15 @@ Var ParamStore::add(const std::string& name, const Shape& shape, Init init, doub
     if (p.name() == name) fail("params", "parameter '{}' registered twice", name);
   Tensor t = Tensor::empty(shape, dtype_, device_);
   switch (init) {
-    case Init::normal: kern::fill_random(t, RandomKind::normal, 0.0, std, RngKey{seed_, name_stream(name), 0}); break;
-    case Init::zeros: kern::fill(t, 0.0); break;
-    case Init::ones: kern::fill(t, 1.0); break;
+    case Init::normal:
+      kern::fill_random(t, RandomKind::normal, 0.0, std, RngKey{seed_, name_stream(name), 0});
+      break;
+    case Init::zeros:
+      kern::fill(t, 0.0);
+      break;
+    case Init::ones:
+      kern::fill(t, 1.0);
+      break;
   }
   params_.emplace_back(t, true, name);
   return params_.back();

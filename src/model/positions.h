@@ -12,9 +12,12 @@ enum class PositionKind { learned, rope, none };
 
 inline const char* positions_name(PositionKind p) {
   switch (p) {
-    case PositionKind::learned: return "learned";
-    case PositionKind::rope: return "rope";
-    case PositionKind::none: return "none";
+    case PositionKind::learned:
+      return "learned";
+    case PositionKind::rope:
+      return "rope";
+    case PositionKind::none:
+      return "none";
   }
   return "?";
 }

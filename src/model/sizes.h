@@ -17,10 +17,13 @@ struct ModelSizes {
 };
 
 inline void validate_sizes(const ModelSizes& s, const AttentionSpec& attention) {
-  if (s.vocab <= 0 || s.max_positions <= 0 || s.hidden <= 0 || s.layers <= 0 || s.heads <= 0 || s.intermediate <= 0)
+  if (s.vocab <= 0 || s.max_positions <= 0 || s.hidden <= 0 || s.layers <= 0 || s.heads <= 0 ||
+      s.intermediate <= 0)
     fail("config", "model sizes must be positive");
-  if (s.hidden % s.heads != 0) fail("config", "model.hidden {} is not divisible by model.heads {}", s.hidden, s.heads);
-  if (!(s.dropout >= 0 && s.dropout < 1)) fail("config", "model.dropout must be in [0, 1), got {}", s.dropout);
+  if (s.hidden % s.heads != 0)
+    fail("config", "model.hidden {} is not divisible by model.heads {}", s.hidden, s.heads);
+  if (!(s.dropout >= 0 && s.dropout < 1))
+    fail("config", "model.dropout must be in [0, 1), got {}", s.dropout);
   if (s.positions == PositionKind::rope) {
     if ((s.hidden / s.heads) % 2 != 0)
       fail("config", "model.positions = rope needs an even head size, got {}", s.hidden / s.heads);

@@ -47,8 +47,8 @@ namespace cuda {
 SAOBP_KERNELS(SAOBP_DECLARE_KERNEL)
 
 // Device runtime. In a CPU-only build available() is false and the rest throw.
-bool available();        // built with CUDA and a device is present
-bool built();            // built with CUDA (whether or not a device is present)
+bool available();  // built with CUDA and a device is present
+bool built();      // built with CUDA (whether or not a device is present)
 std::string device_name(int index);
 void* allocate(size_t nbytes, int index);
 void deallocate(void* p, size_t nbytes, int index);

@@ -31,8 +31,8 @@ GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
 namespace {
 // One product (Bc = 1) and a contiguous vector `vec` of c's dtype with n(d) values.
 template <class Len>
-GemmDims check_gemm_vector(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
-                           const Tensor& vec, const char* what, Len n) {
+GemmDims check_gemm_vector(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                           const Tensor& c, const Tensor& vec, const char* what, Len n) {
   const GemmDims d = check_gemm(a, ta, b, tb, c);
   if (d.Bc != 1) fail(op, "one product only, got c {}", c.str());
   check_shape(vec, {n(d)}, op, what);
@@ -42,12 +42,15 @@ GemmDims check_gemm_vector(const char* op, const Tensor& a, bool ta, const Tenso
 }
 }  // namespace
 
-GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c) {
+GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,
+                         const Tensor& c) {
   return check_gemm_vector("gemm_bias", a, ta, b, tb, c, bias, "bias", [](const GemmDims& d) { return d.N; });
 }
 
-GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor& sums) {
-  return check_gemm_vector("gemm_rowsum", a, ta, b, tb, c, sums, "sums", [](const GemmDims& d) { return d.M; });
+GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                           const Tensor& sums) {
+  return check_gemm_vector("gemm_rowsum", a, ta, b, tb, c, sums, "sums",
+                           [](const GemmDims& d) { return d.M; });
 }
 
 bool is_potts(AttnVariant v) { return v == AttnVariant::bp_high || v == AttnVariant::bp_low; }
@@ -85,18 +88,21 @@ AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
 }
 
 void check_rope(const Tensor& x, double base, const Tensor& y) {
-  if (x.dim() != 4 || x.size(3) % 2 != 0) fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
+  if (x.dim() != 4 || x.size(3) % 2 != 0)
+    fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
   if (!(base > 0)) fail("rope", "base must be positive, got {}", base);
   check_shape(y, x.shape(), "rope", "output");
   check_dtype(y, x.dtype(), "rope", "output");
-  if (!x.is_contiguous() || !y.is_contiguous()) fail("rope", "{} and {} must be contiguous", x.str(), y.str());
+  if (!x.is_contiguous() || !y.is_contiguous())
+    fail("rope", "{} and {} must be contiguous", x.str(), y.str());
 }
 
 void check_sink_gate(const Tensor& probs, const Tensor& key_mask, const Tensor& keep) {
   const char* op = "sink_gate";
   if (probs.dim() != 4 || probs.size(2) != probs.size(3))
     fail(op, "probs must be (B,NH,T,T), got {}", probs.str());
-  if (probs.dtype() != DType::f32 && probs.dtype() != DType::f64) fail(op, "probs must be f32 or f64, got {}", probs.str());
+  if (probs.dtype() != DType::f32 && probs.dtype() != DType::f64)
+    fail(op, "probs must be f32 or f64, got {}", probs.str());
   check_shape(keep, {probs.size(0), probs.size(1)}, op, "keep");
   check_dtype(keep, probs.dtype(), op, "keep");
   if (key_mask.defined()) {

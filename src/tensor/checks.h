@@ -22,9 +22,11 @@ AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
                          const Tensor& aux);
 // gemm_bias: check_gemm with one batch item, and bias (N) contiguous of c's dtype.
-GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, const Tensor& c);
+GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,
+                         const Tensor& c);
 // gemm_rowsum: check_gemm with one batch item, and sums (M) contiguous of c's dtype.
-GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, const Tensor& sums);
+GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                           const Tensor& sums);
 bool is_potts(AttnVariant v);
 
 // rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0.

@@ -3,12 +3,14 @@
 
 namespace saobp::kern {
 
-#define SAOBP_DISPATCH_KERNEL(name, dev, params, args)                              \
-  void name params {                                                                \
-    switch (dev.device().type) {                                                    \
-      case DeviceType::cpu: return cpu::name args;                                  \
-      case DeviceType::cuda: return cuda::name args;                                \
-    }                                                                               \
+#define SAOBP_DISPATCH_KERNEL(name, dev, params, args) \
+  void name params {                                   \
+    switch (dev.device().type) {                       \
+      case DeviceType::cpu:                            \
+        return cpu::name args;                         \
+      case DeviceType::cuda:                           \
+        return cuda::name args;                        \
+    }                                                  \
   }
 SAOBP_KERNELS(SAOBP_DISPATCH_KERNEL)
 #undef SAOBP_DISPATCH_KERNEL

@@ -50,8 +50,8 @@ SAOBP_HD U4 philox4x32_10(U4 c, uint32_t k0, uint32_t k1) {
 
 // The four 32-bit words of block `block` of stream (seed, stream).
 SAOBP_HD U4 block(uint64_t seed, uint64_t stream, uint64_t block) {
-  U4 c{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-        static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)}};
+  U4 c{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(stream),
+        static_cast<uint32_t>(stream >> 32)}};
   return philox4x32_10(c, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 

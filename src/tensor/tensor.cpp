@@ -15,20 +15,23 @@ namespace saobp {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
-    case DType::u8: return "u8";
-    case DType::bf16: return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::i32:
+      return "i32";
+    case DType::u8:
+      return "u8";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16; }
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index); }
 
 Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();
@@ -207,8 +210,7 @@ Tensor Tensor::view(const Shape& shape) const {
     }
   }
   if (infer >= 0) {
-    if (known == 0 || numel_ % known != 0)
-      fail("view", "cannot view {} as {}", str(), shape_str(shape));
+    if (known == 0 || numel_ % known != 0) fail("view", "cannot view {} as {}", str(), shape_str(shape));
     s[infer] = numel_ / known;
   }
   if (shape_numel(s) != numel_) fail("view", "cannot view {} as {}", str(), shape_str(shape));
@@ -253,8 +255,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
-  if (shape.size() < shape_.size())
-    fail("expand", "cannot expand {} to {}", str(), shape_str(shape));
+  if (shape.size() < shape_.size()) fail("expand", "cannot expand {} to {}", str(), shape_str(shape));
   size_t lead = shape.size() - shape_.size();
   Shape st(shape.size(), 0);
   for (size_t i = 0; i < shape_.size(); ++i) {
@@ -371,11 +372,16 @@ template uint8_t Tensor::item() const;
 
 double Tensor::item() const {
   switch (dtype_) {
-    case DType::f32: return item<float>();
-    case DType::f64: return item<double>();
-    case DType::i32: return item<int32_t>();
-    case DType::u8: return item<uint8_t>();
-    case DType::bf16: break;
+    case DType::f32:
+      return item<float>();
+    case DType::f64:
+      return item<double>();
+    case DType::i32:
+      return item<int32_t>();
+    case DType::u8:
+      return item<uint8_t>();
+    case DType::bf16:
+      break;
   }
   fail("item", "item() of {} is not supported", str());
 }
@@ -392,8 +398,7 @@ void check_dtype(const Tensor& t, DType want, const char* op, const char* what) 
 }
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.device() != b.device())
-    fail(op, "tensors on different devices: {} and {}", a.str(), b.str());
+  if (a.device() != b.device()) fail(op, "tensors on different devices: {} and {}", a.str(), b.str());
 }
 
 }  // namespace saobp

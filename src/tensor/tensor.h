@@ -46,8 +46,7 @@ class Tensor {
   static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu());
   // Copies host values into a new tensor (on `device`); numel must match the shape.
   template <class T>
-  static Tensor from_vector(const std::vector<T>& v, const Shape& shape,
-                            Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<T>& v, const Shape& shape, Device device = Device::cpu());
   template <class T>
   static Tensor from_vector(const std::vector<T>& v) {
     return from_vector(v, Shape{static_cast<int64_t>(v.size())});
@@ -82,12 +81,12 @@ class Tensor {
   void* raw() const;
 
   // ---- views (share storage) ----
-  Tensor view(const Shape& shape) const;      // contiguous only; one -1 allowed
-  Tensor reshape(const Shape& shape) const;   // view if contiguous, else copies
+  Tensor view(const Shape& shape) const;     // contiguous only; one -1 allowed
+  Tensor reshape(const Shape& shape) const;  // view if contiguous, else copies
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& order) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end) const;  // [start, end) along dim
-  Tensor expand(const Shape& shape) const;    // broadcast view: size-1 dims get stride 0
+  Tensor expand(const Shape& shape) const;                      // broadcast view: size-1 dims get stride 0
   Tensor unsqueeze(int64_t d) const;
   Tensor squeeze(int64_t d) const;
   std::vector<Tensor> split(int64_t dim, int64_t piece) const;  // views of `piece` along dim

@@ -18,7 +18,8 @@ namespace {
 // The task of a checkpoint with its weights loaded, with the checkpoint's own tokenizer when it
 // carries one (unless an override names data.vocab): the folder is all a single input needs.
 // The corpus is read only when a batch is asked for (data_setup.h).
-std::unique_ptr<Task> load_task(const std::string& dir, const std::vector<std::string>& overrides, RunConfig& cfg) {
+std::unique_ptr<Task> load_task(const std::string& dir, const std::vector<std::string>& overrides,
+                                RunConfig& cfg) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail("analyze", "{}: not a checkpoint directory", dir);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
@@ -97,14 +98,15 @@ Inspection run_inspection(Task& task, const std::vector<int32_t>& ids) {
 
 }  // namespace
 
-Inspection inspect_checkpoint(const std::string& dir, const std::string& text, const std::vector<int32_t>& ids,
-                              const std::vector<std::string>& overrides) {
+Inspection inspect_checkpoint(const std::string& dir, const std::string& text,
+                              const std::vector<int32_t>& ids, const std::vector<std::string>& overrides) {
   RunConfig cfg;
   const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
   std::vector<int32_t> input = ids;
   if (!text.empty()) {
     const Tokenizer* tok = task->tokenizer();
-    if (!tok) fail("inspect", "{} has no tokenizer (a synthetic-data run): pass --ids instead of --text", dir);
+    if (!tok)
+      fail("inspect", "{} has no tokenizer (a synthetic-data run): pass --ids instead of --text", dir);
     input = tok->encode(text);
     if (cfg.model.family == "bert") {
       const SpecialTokens& sp = tok->special();
@@ -142,9 +144,11 @@ void write_inspection(const Inspection& in, const std::string& path) {
   for (size_t l = 0; l < in.maps.size(); ++l) {
     out.push_back({fmt::format("layer.{}.attn", l), first(in.maps[l].attn)});
     out.push_back({fmt::format("layer.{}.probs", l), first(in.maps[l].probs)});
-    if (in.maps[l].values.defined()) out.push_back({fmt::format("layer.{}.values", l), first(in.maps[l].values)});
+    if (in.maps[l].values.defined())
+      out.push_back({fmt::format("layer.{}.values", l), first(in.maps[l].values)});
   }
-  for (size_t i = 0; i < in.hidden.size(); ++i) out.push_back({fmt::format("hidden.{}", i), first(in.hidden[i])});
+  for (size_t i = 0; i < in.hidden.size(); ++i)
+    out.push_back({fmt::format("hidden.{}", i), first(in.hidden[i])});
   out.push_back({"logits", first(in.logits)});
   save_safetensors(path, out, {{"tokens", nlohmann::json(in.tokens).dump()}, {"format", "saobp-inspect"}});
 }

@@ -13,9 +13,9 @@
 namespace saobp {
 
 struct AnalysisOptions {
-  int64_t samples = 1024;               // held-out sequences averaged
-  std::vector<std::string> overrides;   // "section.key=value" on the checkpoint's config.toml
-  bool graph_metrics = true;            // clustering and betweenness (the slow part)
+  int64_t samples = 1024;              // held-out sequences averaged
+  std::vector<std::string> overrides;  // "section.key=value" on the checkpoint's config.toml
+  bool graph_metrics = true;           // clustering and betweenness (the slow part)
 };
 
 // Runs the checkpoint's model (eval mode) over the first `samples` sequences of its validation
@@ -27,19 +27,21 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
 void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, const std::string& out_dir);
 
 struct Inspection {
-  std::vector<int32_t> ids;           // the input (one sequence)
-  std::vector<std::string> tokens;    // their strings (the checkpoint's tokenizer; "id:N" without one)
-  std::vector<AttentionMaps> maps;    // per layer: attn A, probs B (1,NH,T,T), values (1,NH,T,HS)
-  std::vector<Tensor> hidden;         // embeddings output, then every layer's output: (1,T,C)
-  Tensor logits;                      // the model's output head: (1,T,V) (MLM / LM / classes (1,K))
+  std::vector<int32_t> ids;         // the input (one sequence)
+  std::vector<std::string> tokens;  // their strings (the checkpoint's tokenizer; "id:N" without one)
+  std::vector<AttentionMaps> maps;  // per layer: attn A, probs B (1,NH,T,T), values (1,NH,T,HS)
+  std::vector<Tensor> hidden;       // embeddings output, then every layer's output: (1,T,C)
+  Tensor logits;                    // the model's output head: (1,T,V) (MLM / LM / classes (1,K))
 };
 
 // One input through the checkpoint's model in eval mode: `text` (tokenized with the
 // checkpoint's tokenizer; BERT gets [CLS] ... [SEP]) or `ids` (used as given).
-Inspection inspect_checkpoint(const std::string& dir, const std::string& text, const std::vector<int32_t>& ids,
+Inspection inspect_checkpoint(const std::string& dir, const std::string& text,
+                              const std::vector<int32_t>& ids,
                               const std::vector<std::string>& overrides = {});
 // Sample `index` of the checkpoint's validation stream (padding removed), for heatmaps.
-Inspection inspect_sample(const std::string& dir, int64_t index, const std::vector<std::string>& overrides = {});
+Inspection inspect_sample(const std::string& dir, int64_t index,
+                          const std::vector<std::string>& overrides = {});
 
 // Writes an inspection as safetensors: "ids" (T) i32, "layer.{l}.attn" / ".probs" (NH,T,T),
 // "layer.{l}.values" (NH,T,HS), "hidden.{i}" (T,C), "logits"; the tokens in the metadata

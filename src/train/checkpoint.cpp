@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 namespace {
 
 void copy_into(const SafetensorsFile& f, const std::string& name, Tensor& dst) {
-  if (!f.has(name)) fail("checkpoint", "{}: tensor '{}' is missing; the checkpoint does not match this model", f.path, name);
+  if (!f.has(name))
+    fail("checkpoint", "{}: tensor '{}' is missing; the checkpoint does not match this model", f.path, name);
   const Tensor& src = f.get(name);
   if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
     fail("checkpoint", "{}: tensor '{}' is {} but the model has {}", f.path, name, src.str(), dst.str());
@@ -24,8 +25,8 @@ void copy_into(const SafetensorsFile& f, const std::string& name, Tensor& dst) {
 // copy_into found every expected name, so any further tensor is one the model does not have.
 void check_no_extra(const SafetensorsFile& f, size_t expected) {
   if (f.tensors.size() > expected)
-    fail("checkpoint", "{}: holds {} tensors, the model expects {}; it was saved from a different model", f.path,
-         f.tensors.size(), expected);
+    fail("checkpoint", "{}: holds {} tensors, the model expects {}; it was saved from a different model",
+         f.path, f.tensors.size(), expected);
 }
 
 }  // namespace

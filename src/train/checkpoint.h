@@ -23,8 +23,8 @@
 namespace saobp {
 
 struct TrainerState {
-  int64_t step = 0;            // updates taken
-  int64_t data_position = 0;   // batches consumed from the training stream
+  int64_t step = 0;           // updates taken
+  int64_t data_position = 0;  // batches consumed from the training stream
   uint64_t config_hash = 0;
   uint64_t seed = 42;
 };

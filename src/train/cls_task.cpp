@@ -31,8 +31,8 @@ class ClsTask : public Task {
   explicit ClsTask(const RunConfig& cfg) : cfg_(cfg), spec_(tasks::task_spec(cfg.data.task)) {
     const ModelSection& m = cfg.model;
     if (m.vocab_size < tasks::kVocabSize)
-      fail("train", "data.task '{}': model.vocab_size {} is below the task vocabulary of {} symbols", spec_.name,
-           m.vocab_size, tasks::kVocabSize);
+      fail("train", "data.task '{}': model.vocab_size {} is below the task vocabulary of {} symbols",
+           spec_.name, m.vocab_size, tasks::kVocabSize);
     if (cfg.train.seq_len < spec_.min_length || cfg.train.seq_len > tasks::kMaxLength)
       fail("train", "data.task '{}': train.seq_len {} is outside [{}, {}]", spec_.name, cfg.train.seq_len,
            spec_.min_length, tasks::kMaxLength);
@@ -85,11 +85,15 @@ class ClsTask : public Task {
     NoGradGuard ng;
     tasks::Batch b;  // one sequence, every token real
     b.ids = ids, b.key_mask = Tensor::full(ids.shape(), 1, DType::u8), b.lengths = {ids.size(1)};
-    if (bert_) bert_->capture_hidden(&hidden);
-    else gpt_->capture_hidden(&hidden);
+    if (bert_)
+      bert_->capture_hidden(&hidden);
+    else
+      gpt_->capture_hidden(&hidden);
     out = logits(b, false, 0, &maps).data();  // (1, num_classes)
-    if (bert_) bert_->capture_hidden(nullptr);
-    else gpt_->capture_hidden(nullptr);
+    if (bert_)
+      bert_->capture_hidden(nullptr);
+    else
+      gpt_->capture_hidden(nullptr);
   }
   int64_t batch_size() const override { return cfg_.train.batch_size; }
   void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
@@ -101,22 +105,27 @@ class ClsTask : public Task {
     const ModelSection& m = cfg_.model;
     nlohmann::json rows = nlohmann::json::array();
     std::string csv = "length,accuracy,loss,examples\n";
-    std::string table = fmt::format("{}: accuracy per sequence length ({}, {} attention, positions {}, trained on "
-                                    "lengths {}..{}; chance {:.4f})\n  length  accuracy      loss  examples\n",
-                                    spec_.name, m.family, variant_name(m.attention), m.positions, spec_.min_length,
-                                    cfg_.train.seq_len, 1.0 / static_cast<double>(spec_.num_classes));
+    std::string table = fmt::format(
+        "{}: accuracy per sequence length ({}, {} attention, positions {}, trained on "
+        "lengths {}..{}; chance {:.4f})\n  length  accuracy      loss  examples\n",
+        spec_.name, m.family, variant_name(m.attention), m.positions, spec_.min_length, cfg_.train.seq_len,
+        1.0 / static_cast<double>(spec_.num_classes));
     for (const int64_t L : cfg_.data.eval_lengths) {
       std::string skip;
-      if (L < spec_.min_length) skip = fmt::format("below the task's minimum length {}", spec_.min_length);
-      else if (L > tasks::kMaxLength) skip = fmt::format("above the tasks' maximum length {}", tasks::kMaxLength);
-      else if (L > m.max_positions) skip = fmt::format("above model.max_positions {}", m.max_positions);
+      if (L < spec_.min_length)
+        skip = fmt::format("below the task's minimum length {}", spec_.min_length);
+      else if (L > tasks::kMaxLength)
+        skip = fmt::format("above the tasks' maximum length {}", tasks::kMaxLength);
+      else if (L > m.max_positions)
+        skip = fmt::format("above model.max_positions {}", m.max_positions);
       if (!skip.empty()) {
         rows.push_back({{"length", L}, {"skipped", skip}});
         table += fmt::format("  {:6d}  skipped: {}\n", L, skip);
         continue;
       }
       const EvalResult r = evaluate_at(L);
-      rows.push_back({{"length", L}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"examples", r.predictions}});
+      rows.push_back(
+          {{"length", L}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"examples", r.predictions}});
       csv += fmt::format("{},{:.6f},{:.6f},{}\n", L, r.accuracy, r.loss, r.predictions);
       table += fmt::format("  {:6d}  {:8.4f}  {:8.4f}  {:8d}\n", L, r.accuracy, r.loss, r.predictions);
     }
@@ -175,7 +184,8 @@ class ClsTask : public Task {
     const uint64_t first = static_cast<uint64_t>(index * B);
     std::vector<int64_t> lengths;
     for (int64_t b = 0; b < B; ++b)
-      lengths.push_back(tasks::train_length(spec_, cfg_.train.seed, first + static_cast<uint64_t>(b), cfg_.train.seq_len));
+      lengths.push_back(
+          tasks::train_length(spec_, cfg_.train.seed, first + static_cast<uint64_t>(b), cfg_.train.seq_len));
     return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::train, lengths, first);
   }
   tasks::Batch split_batch(Split split, int64_t index) const {
@@ -185,8 +195,8 @@ class ClsTask : public Task {
   // Batch `i` of the test split at length L (examples i·B .. i·B + B - 1 of that length).
   tasks::Batch test_batch(int64_t L, int64_t i) const {
     const int64_t B = cfg_.train.batch_size;
-    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::test, std::vector<int64_t>(static_cast<size_t>(B), L),
-                             static_cast<uint64_t>(i * B));
+    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::test,
+                             std::vector<int64_t>(static_cast<size_t>(B), L), static_cast<uint64_t>(i * B));
   }
 
   // Logits (B, K): the head on the [CLS] state (bert) or the last real token's state (gpt2).
@@ -194,11 +204,12 @@ class ClsTask : public Task {
     const int64_t B = b.ids.size(0), T = b.ids.size(1);
     std::vector<int32_t> rows(static_cast<size_t>(B));
     for (int64_t i = 0; i < B; ++i)
-      rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T + (bert_ ? 0 : b.lengths[static_cast<size_t>(i)] - 1));
+      rows[static_cast<size_t>(i)] =
+          static_cast<int32_t>(i * T + (bert_ ? 0 : b.lengths[static_cast<size_t>(i)] - 1));
     const Tensor row_ids = Tensor::from_vector(rows, {B});
     if (bert_) {
       const Var h = bert_->encode(b.ids, Tensor(), b.key_mask, training, step, maps);  // (B,T,C)
-      const Var cls = embedding(reshape(h, {-1, h.size(-1)}), row_ids);              // (B,C)
+      const Var cls = embedding(reshape(h, {-1, h.size(-1)}), row_ids);                // (B,C)
       Var pooled = tanh_composite(linear(cls, pool_w_, pool_b_));
       const RngKey key{cfg_.train.seed, name_stream("classifier.dropout"), step << 32};
       pooled = dropout(pooled, cfg_.model.dropout, key, training);

@@ -3,8 +3,6 @@
 // overloads on the member's type, so adding a key is one line here and one in config.h.
 #include "train/config.h"
 
-#include "model/positions.h"
-
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "model/positions.h"
 
 namespace saobp {
 namespace {
@@ -613,11 +612,13 @@ RunConfig resolve_epochs(const RunConfig& cfg, int64_t batches_per_epoch) {
   RunConfig r = cfg;
   if (cfg.train.epochs <= 0) return r;
   if (batches_per_epoch <= 0)
-    fail("config", "train.epochs = {}: this task has no finite training set; use train.max_steps", cfg.train.epochs);
+    fail("config", "train.epochs = {}: this task has no finite training set; use train.max_steps",
+         cfg.train.epochs);
   const int64_t accum = cfg.train.grad_accum;
   r.train.max_steps = (cfg.train.epochs * batches_per_epoch + accum - 1) / accum;
   if (cfg.train.warmup_ratio > 0)
-    r.train.warmup_steps = static_cast<int64_t>(std::ceil(cfg.train.warmup_ratio * static_cast<double>(r.train.max_steps)));
+    r.train.warmup_steps =
+        static_cast<int64_t>(std::ceil(cfg.train.warmup_ratio * static_cast<double>(r.train.max_steps)));
   if (r.train.warmup_steps >= r.train.max_steps) r.train.warmup_steps = r.train.max_steps - 1;
   validate_schedule(schedule_of(r));
   return r;

@@ -38,8 +38,8 @@ struct ModelSection {
   int bp_steps = 1;
   std::string positions = "learned";  // learned | rope | none
   double rope_base = 10000;
-  // Head skip (the head-skip note, docs/references.md): per (sample, head), a head whose fraction of peaked rows (row max >
-  // skip_peak_tau) exceeds skip_head_fraction contributes zero output and gets zero gradient.
+  // Head skip (the head-skip note, docs/references.md): per (sample, head), a head whose fraction of peaked
+  // rows (row max > skip_peak_tau) exceeds skip_head_fraction contributes zero output and gets zero gradient.
   bool skip_sinky_heads = false;
   double skip_peak_tau = 0.95;
   double skip_head_fraction = 0.8;
@@ -71,7 +71,7 @@ struct DataSection {
   // format: a line "%" ends each entry) | wikitext (.raw, " = Title = " starts a document) |
   // jsonl (one JSON object per line, the text in text_field) | task (a long-range task)
   std::string kind = "synthetic";
-  std::string path;  // a file or a folder (every regular file under it, in path order)
+  std::string path;                 // a file or a folder (every regular file under it, in path order)
   std::string text_field = "text";  // the field of a jsonl record that holds the text
   std::string vocab;                // a vocabulary file; "" = train one on the data
   int64_t vocab_size = 0;           // size of the vocabulary to train; 0 = model.vocab_size

@@ -60,12 +60,14 @@ class MlmTask : public LmTask<MlmData> {
       predicted(b.labels, pos, tgt);
       if (pos.empty()) continue;
       const Tensor positions = Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())});
-      score_logits(model_.mlm_logits(model_.encode(b.ids, Tensor(), b.key_mask, false, 0), positions), tgt, loss_sum,
-                   correct, n);
+      score_logits(model_.mlm_logits(model_.encode(b.ids, Tensor(), b.key_mask, false, 0), positions), tgt,
+                   loss_sum, correct, n);
     }
     return finish_eval(loss_sum, correct, n);
   }
-  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    attention_maps(Split::valid, 0, maps, mask);
+  }
   void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
     NoGradGuard ng;
     const MlmBatch b = data_.source->batch(split, index);
@@ -120,7 +122,9 @@ class ClmTask : public LmTask<ClmData> {
     }
     return finish_eval(loss_sum, correct, n);
   }
-  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override { attention_maps(Split::valid, 0, maps, mask); }
+  void probe(std::vector<AttentionMaps>& maps, Tensor& mask) override {
+    attention_maps(Split::valid, 0, maps, mask);
+  }
   void attention_maps(Split split, int64_t index, std::vector<AttentionMaps>& maps, Tensor& mask) override {
     NoGradGuard ng;
     const ClmBatch b = data_.source->batch(split, index);

@@ -7,11 +7,13 @@
 
 namespace saobp {
 
-void score_logits(const Var& logits, const std::vector<int32_t>& tgt, double& loss_sum, int64_t& correct, int64_t& n) {
+void score_logits(const Var& logits, const std::vector<int32_t>& tgt, double& loss_sum, int64_t& correct,
+                  int64_t& n) {
   const int64_t N = static_cast<int64_t>(tgt.size()), V = logits.size(-1);
   if (N == 0) return;
   const Var flat = reshape(logits, {N, V});
-  loss_sum += cross_entropy(flat, Tensor::from_vector(tgt, {N}, logits.device())).data().item() * static_cast<double>(N);
+  loss_sum += cross_entropy(flat, Tensor::from_vector(tgt, {N}, logits.device())).data().item() *
+              static_cast<double>(N);
   const std::vector<float> l = flat.data().to_vector<float>();
   for (int64_t k = 0; k < N; ++k) {
     const float* row = l.data() + k * V;
@@ -46,9 +48,12 @@ void set_label_maps(nlohmann::json& j, const std::vector<std::string>& names) {
 }
 
 nlohmann::json saobp_config_fields(const ModelSection& m) {
-  return {{"saobp_attention", variant_name(m.attention)}, {"saobp_lambda", m.lambda},
-          {"saobp_layer_lambdas", m.layer_lambdas},      {"saobp_learnable_lambda", m.learnable_lambda},
-          {"saobp_bp_steps", m.bp_steps},                {"saobp_positions", m.positions}};
+  return {{"saobp_attention", variant_name(m.attention)},
+          {"saobp_lambda", m.lambda},
+          {"saobp_layer_lambdas", m.layer_lambdas},
+          {"saobp_learnable_lambda", m.learnable_lambda},
+          {"saobp_bp_steps", m.bp_steps},
+          {"saobp_positions", m.positions}};
 }
 
 nlohmann::json bert_hf_config(const ModelSection& m, int32_t pad_id) {

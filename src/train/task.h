@@ -32,7 +32,8 @@ class Task {
   virtual ParamStore& params() = 0;
   // Loss of batch `index` of the training stream, with dropout keys of `dropout_step`; fills
   // maps (every layer's A and B) and mask (the batch's key mask) when maps is not null.
-  virtual Var train_loss(int64_t index, uint64_t dropout_step, std::vector<AttentionMaps>* maps, Tensor* mask) = 0;
+  virtual Var train_loss(int64_t index, uint64_t dropout_step, std::vector<AttentionMaps>* maps,
+                         Tensor* mask) = 0;
   // Loss, accuracy and perplexity over train.eval_batches batches of the held-out stream.
   virtual EvalResult evaluate() = 0;
   // A fixed held-out batch through the model in eval mode, for diagnostics: fills every

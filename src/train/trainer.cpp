@@ -1,9 +1,8 @@
 #include "train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <unistd.h>
-
-#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,10 +14,10 @@
 #include "attention/diagnostics.h"
 #include "attention/metrics.h"
 #include "autograd/ops.h"
+#include "core/fs.h"
+#include "finetune/pretrained.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
-#include "finetune/pretrained.h"
-#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
 #include "train/task.h"
@@ -55,7 +54,8 @@ ProbeDiagnostics probe_diagnostics(Task& task, const RunConfig& cfg) {
   ProbeDiagnostics d;
   for (const HeadDiagnostics& l : r.probs.layers)
     d.entropy.push_back(l.entropy), d.gtd.push_back(l.gtd), d.indirect_entropy.push_back(l.indirect_entropy);
-  for (const HeadDiagnostics& l : r.attn.layers) d.entropy_softmax.push_back(l.entropy), d.gtd_softmax.push_back(l.gtd);
+  for (const HeadDiagnostics& l : r.attn.layers)
+    d.entropy_softmax.push_back(l.entropy), d.gtd_softmax.push_back(l.gtd);
   return d;
 }
 
@@ -63,8 +63,8 @@ std::string progress_bar(int64_t done, int64_t total, double secs_per_step) {
   const int width = 30, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
   const double eta = secs_per_step * static_cast<double>(total - done);
   return fmt::format("\r[{}{}] {}/{} ETA {:02d}:{:02d}  ", std::string(static_cast<size_t>(filled), '='),
-                     std::string(static_cast<size_t>(width - filled), ' '), done, total, static_cast<int>(eta) / 60,
-                     static_cast<int>(eta) % 60);
+                     std::string(static_cast<size_t>(width - filled), ' '), done, total,
+                     static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
 }
 
 // The time left as mm:ss, or h:mm:ss from an hour on, for the log line.
@@ -107,13 +107,17 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam);
     if (state.config_hash != hash)
-      fail("train", "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x}); "
-           "use --init to start a new run from its weights", opt.resume_dir, state.config_hash, hash);
+      fail(
+          "train",
+          "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x}); "
+          "use --init to start a new run from its weights",
+          opt.resume_dir, state.config_hash, hash);
   }
   if (given.train.epochs > 0)
     say(fmt::format("{} epochs of {} batches: {} steps, {} of warmup", given.train.epochs, batches_per_epoch,
                     tc.max_steps, tc.warmup_steps));
-  std::ofstream metrics(fs::path(tc.run_dir) / "metrics.jsonl", opt.resume_dir.empty() ? std::ios::trunc : std::ios::app);
+  std::ofstream metrics(fs::path(tc.run_dir) / "metrics.jsonl",
+                        opt.resume_dir.empty() ? std::ios::trunc : std::ios::app);
   if (!metrics) fail("train", "cannot write {}/metrics.jsonl", tc.run_dir);
   std::string last_good = opt.resume_dir.empty() ? "none" : opt.resume_dir;
   auto save = [&](const std::string& name) {
@@ -149,7 +153,8 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     const double loss = loss_sum / tc.grad_accum;
     const double norm = clip_grad_norm(params.all(), tc.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm))
-      fail("train", "step {}: the loss is {} and the gradient norm {}; stopping. The last good checkpoint is {}", step,
+      fail("train",
+           "step {}: the loss is {} and the gradient norm {}; stopping. The last good checkpoint is {}", step,
            loss, norm, last_good);
     adam.step(lr);
     params.zero_grad();
@@ -161,10 +166,14 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     if (log_now) {
       const double h0 = mean_attention_entropy(maps.front().probs, mask_for_maps);
       const double h1 = mean_attention_entropy(maps.back().probs, mask_for_maps);
-      nlohmann::json line = {{"step", state.step},        {"loss", loss},
-                             {"lr", lr},                  {"grad_norm", norm},
-                             {"tokens_per_s", tokens_per_step / secs}, {"ms_per_step", 1e3 * secs},
-                             {"entropy_first_layer", h0}, {"entropy_last_layer", h1}};
+      nlohmann::json line = {{"step", state.step},
+                             {"loss", loss},
+                             {"lr", lr},
+                             {"grad_norm", norm},
+                             {"tokens_per_s", tokens_per_step / secs},
+                             {"ms_per_step", 1e3 * secs},
+                             {"entropy_first_layer", h0},
+                             {"entropy_last_layer", h1}};
       std::string skips;
       if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
         std::vector<double> rates;
@@ -185,9 +194,10 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     if ((tc.eval_every > 0 && state.step % tc.eval_every == 0) || epoch > 0) {
       const EvalResult e = task->evaluate();
       const ProbeDiagnostics d = probe_diagnostics(*task, cfg);
-      say(fmt::format("eval at step {}{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f} | GTD per layer {:.3f}{}",
-                      state.step, epoch > 0 ? fmt::format(" (epoch {})", epoch) : "", e.loss, e.accuracy,
-                      e.perplexity, fmt::join(d.gtd, " "), e.metrics.is_null() ? "" : " | " + e.metrics.dump()));
+      say(fmt::format(
+          "eval at step {}{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.2f} | GTD per layer {:.3f}{}",
+          state.step, epoch > 0 ? fmt::format(" (epoch {})", epoch) : "", e.loss, e.accuracy, e.perplexity,
+          fmt::join(d.gtd, " "), e.metrics.is_null() ? "" : " | " + e.metrics.dump()));
       nlohmann::json line = {{"step", state.step},
                              {"eval_loss", e.loss},
                              {"eval_accuracy", e.accuracy},
@@ -215,18 +225,18 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   return out;
 }
 
-EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides, bool print) {
+EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides,
+                               bool print) {
   RunConfig cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
   // A corpus run's checkpoint carries its tokenizer: evaluate with that one.
   std::error_code ec;
-  if (cfg.data.vocab.empty() && (fs::exists(fs::path(dir) / "tokenizer.json", ec)))
-    cfg.data.vocab = dir;
+  if (cfg.data.vocab.empty() && (fs::exists(fs::path(dir) / "tokenizer.json", ec))) cfg.data.vocab = dir;
   const std::unique_ptr<Task> task = make_task(cfg);
   load_weights(dir, task->params());
   const EvalResult r = task->evaluate();
   if (print)
-    fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", dir, r.loss, r.accuracy,
-               r.perplexity, r.predictions);
+    fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", dir, r.loss,
+               r.accuracy, r.perplexity, r.predictions);
   task->final_evaluation(dir, print);
   return r;
 }

@@ -27,9 +27,9 @@ struct TrainSummary {
   double last_loss = 0;
   std::vector<double> losses;  // the training loss of every step this run took
   std::string final_checkpoint;
-  nlohmann::json init_report;        // --init: what was loaded, initialized and left unused
-  std::vector<nlohmann::json> evals; // every evaluation's metrics.jsonl line, in order
-  nlohmann::json final_eval;         // the task's final evaluation (null when it has none)
+  nlohmann::json init_report;         // --init: what was loaded, initialized and left unused
+  std::vector<nlohmann::json> evals;  // every evaluation's metrics.jsonl line, in order
+  nlohmann::json final_eval;          // the task's final evaluation (null when it has none)
 };
 
 TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
@@ -38,6 +38,7 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
 // overrides), over train.eval_batches batches of the validation stream; with `print`, also
 // prints them and runs the task's final evaluation (the long-range tasks' accuracy per length,
 // written into `dir`).
-EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides, bool print = false);
+EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides,
+                               bool print = false);
 
 }  // namespace saobp

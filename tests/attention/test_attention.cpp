@@ -44,18 +44,22 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
+  const std::vector<double> x = a.to(DType::f64).to_vector<double>(),
+                            y = b.to(DType::f64).to_vector<double>();
   REQUIRE(x.size() == y.size());
   double m = 0;
   for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
   return m;
 }
 
-std::string label(AttnVariant v, bool causal) { return fmt::format("{} {}", variant_name(v), causal ? "decoder" : "encoder"); }
+std::string label(AttnVariant v, bool causal) {
+  return fmt::format("{} {}", variant_name(v), causal ? "decoder" : "encoder");
+}
 
 }  // namespace
 
-TEST_CASE("attention: f64 gradcheck of every variant, encoder and decoder, with padding", "[attention][gradcheck]") {
+TEST_CASE("attention: f64 gradcheck of every variant, encoder and decoder, with padding",
+          "[attention][gradcheck]") {
   const int64_t B = 2, NH = 2, T = 5, HS = 3;
   const Tensor km = key_mask_with_padding(B, T, 2);
   for (AttnVariant v : kVariants)
@@ -63,7 +67,8 @@ TEST_CASE("attention: f64 gradcheck of every variant, encoder and decoder, with 
       for (int steps : {1, 3}) {
         if (steps > 1 && !uses_lambda(v)) continue;
         AttentionConfig cfg{v, causal, steps};
-        std::vector<Tensor> in = {randn({B, NH, T, HS}, 1), randn({B, NH, T, HS}, 2), randn({B, NH, T, HS}, 3)};
+        std::vector<Tensor> in = {randn({B, NH, T, HS}, 1), randn({B, NH, T, HS}, 2),
+                                  randn({B, NH, T, HS}, 3)};
         if (uses_lambda(v)) in.push_back(Tensor::from_vector(std::vector<double>{0.2, 0.7}, {NH}));
         auto f = [&](const std::vector<Var>& x) {
           return attention(x[0], x[1], x[2], km, uses_lambda(v) ? x[3] : Var(), cfg);
@@ -79,8 +84,9 @@ TEST_CASE("attention: learnable λ = softplus(rho) and per-layer λ gradcheck", 
   for (AttnVariant v : {AttnVariant::bp_high, AttnVariant::bp_low})
     for (bool causal : {false, true}) {
       AttentionConfig cfg{v, causal, 2};
-      const std::vector<Tensor> in = {randn({B, NH, T, HS}, 4), randn({B, NH, T, HS}, 5), randn({B, NH, T, HS}, 6),
-                                      Tensor::from_vector(std::vector<double>{lambda_to_rho(0.2), lambda_to_rho(0.5)}, {NH})};
+      const std::vector<Tensor> in = {
+          randn({B, NH, T, HS}, 4), randn({B, NH, T, HS}, 5), randn({B, NH, T, HS}, 6),
+          Tensor::from_vector(std::vector<double>{lambda_to_rho(0.2), lambda_to_rho(0.5)}, {NH})};
       // Two stacked attention "layers" with their own λ: a per-layer λ list.
       auto f = [&](const std::vector<Var>& x) {
         Var l1 = lambda_learnable(x[3]);
@@ -128,7 +134,8 @@ TEST_CASE("attention: the literal product of Algorithm 1 equals the log-space re
   for (AttnVariant v : {AttnVariant::bp_high, AttnVariant::bp_low})
     for (bool causal : {false, true}) {
       AttentionConfig cfg{v, causal, 1};
-      const Tensor q = randn({B, NH, T, HS}, 11), k = randn({B, NH, T, HS}, 12), vv = randn({B, NH, T, HS}, 13);
+      const Tensor q = randn({B, NH, T, HS}, 11), k = randn({B, NH, T, HS}, 12),
+                   vv = randn({B, NH, T, HS}, 13);
       const std::vector<double> lam = {0.4, 1.1};
       AttentionMaps maps;
       attention(Var(q), Var(k), Var(vv), km, Var(Tensor::from_vector(lam, {NH})), cfg, &maps);
@@ -150,8 +157,8 @@ TEST_CASE("attention: no future leak in the decoder", "[attention]") {
         const Tensor w = randn({3 * C, C}, 14, dt, 0.5);
         auto block = [&](const Tensor& x) {
           std::vector<Var> qkv = split(linear(Var(x), Var(w)), 2, C);
-          return merge_heads(attention(split_heads(qkv[0], NH), split_heads(qkv[1], NH), split_heads(qkv[2], NH),
-                                       Tensor(), lambdas(v, NH, dt, 0.5), cfg))
+          return merge_heads(attention(split_heads(qkv[0], NH), split_heads(qkv[1], NH),
+                                       split_heads(qkv[2], NH), Tensor(), lambdas(v, NH, dt, 0.5), cfg))
               .data();
         };
         const Tensor x = randn({B, T, C}, 15, dt);
@@ -176,7 +183,8 @@ TEST_CASE("attention: a sequence gives the same outputs alone and inside a padde
         AttentionConfig cfg{v, causal, uses_lambda(v) ? 2 : 1};
         // Alone: (1, NH, L, HS). Batched: row 1 of (2, NH, T, HS), real tokens in [0, L), the rest
         // padding filled with large garbage that must not matter.
-        const Tensor q = randn({1, NH, L, HS}, 20, dt), k = randn({1, NH, L, HS}, 21, dt), vv = randn({1, NH, L, HS}, 22, dt);
+        const Tensor q = randn({1, NH, L, HS}, 20, dt), k = randn({1, NH, L, HS}, 21, dt),
+                     vv = randn({1, NH, L, HS}, 22, dt);
         auto pack = [&](const Tensor& x, uint64_t stream) {
           Tensor big = randn({2, NH, T, HS}, stream, dt, 50.0);
           Tensor dst = big.slice(0, 1, 2).slice(2, 0, L);
@@ -206,7 +214,8 @@ TEST_CASE("attention: λ = 0 gives exactly the original attention", "[attention]
                        vv = randn({B, NH, T, HS}, 32, dt), g = randn({B, NH, T, HS}, 33, dt);
           auto run = [&](AttnVariant var) {
             Var qv(q, true), kv(k, true), vv2(vv, true);
-            Var out = attention(qv, kv, vv2, km, lambda_constant(0.0, NH, dt), AttentionConfig{var, causal, steps});
+            Var out =
+                attention(qv, kv, vv2, km, lambda_constant(0.0, NH, dt), AttentionConfig{var, causal, steps});
             out.backward(g);
             return std::vector<Tensor>{out.data(), qv.grad(), kv.grad(), vv2.grad()};
           };
@@ -223,7 +232,8 @@ TEST_CASE("attention: peaked rows, T = 1024 and λ = 1 stay finite", "[attention
       const int64_t T = v == AttnVariant::bp_elemmul ? 256 : 1024;  // ElemMul is O(T^3): λ-free anyway
       // q, k with standard deviation 30 and HS = 8: scores with a standard deviation of ~900, so
       // every row of A is one-hot to float precision.
-      Var q(randn({B, NH, T, HS}, 40, DType::f32, 30.0), true), k(randn({B, NH, T, HS}, 41, DType::f32, 30.0), true);
+      Var q(randn({B, NH, T, HS}, 40, DType::f32, 30.0), true),
+          k(randn({B, NH, T, HS}, 41, DType::f32, 30.0), true);
       Var vv(randn({B, NH, T, HS}, 42, DType::f32), true);
       Var out = attention(q, k, vv, Tensor(), lambdas(v, NH, DType::f32, 1.0), AttentionConfig{v, causal, 1});
       out.backward(randn(out.shape(), 43, DType::f32));
@@ -252,8 +262,9 @@ TEST_CASE("attention: rows of B are distributions over the allowed keys", "[atte
   for (AttnVariant v : kVariants)
     for (bool causal : {false, true}) {
       AttentionMaps maps;
-      attention(Var(randn({B, NH, T, HS}, 60)), Var(randn({B, NH, T, HS}, 61)), Var(randn({B, NH, T, HS}, 62)), km,
-                lambdas(v, NH, DType::f64), AttentionConfig{v, causal, 1}, &maps);
+      attention(Var(randn({B, NH, T, HS}, 60)), Var(randn({B, NH, T, HS}, 61)),
+                Var(randn({B, NH, T, HS}, 62)), km, lambdas(v, NH, DType::f64), AttentionConfig{v, causal, 1},
+                &maps);
       const std::vector<double> p = maps.probs.to_vector<double>();
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < NH; ++h)
@@ -299,10 +310,12 @@ TEST_CASE("attention: bitwise identical with 1 and 2 threads", "[attention][dete
 TEST_CASE("attention: bad input is an error naming the problem", "[attention]") {
   const Tensor q = randn({1, 2, 4, 3}, 80, DType::f32);
   CHECK_THROWS_WITH(parse_variant("bp_medium"), Catch::Contains("bp_medium") && Catch::Contains("bp_high"));
-  CHECK_THROWS_WITH(attention(Var(q), Var(q), Var(q), Tensor(), Var(), AttentionConfig{AttnVariant::bp_high, false, 1}),
-                    Catch::Contains("needs λ"));
-  CHECK_THROWS_WITH(attention(Var(q), Var(q), Var(q), Tensor::zeros({1, 5}, DType::u8), Var(), AttentionConfig{}),
-                    Catch::Contains("key_mask"));
+  CHECK_THROWS_WITH(
+      attention(Var(q), Var(q), Var(q), Tensor(), Var(), AttentionConfig{AttnVariant::bp_high, false, 1}),
+      Catch::Contains("needs λ"));
+  CHECK_THROWS_WITH(
+      attention(Var(q), Var(q), Var(q), Tensor::zeros({1, 5}, DType::u8), Var(), AttentionConfig{}),
+      Catch::Contains("key_mask"));
   CHECK_THROWS_WITH(lambda_constant(-0.1, 2), Catch::Contains("λ must be >= 0"));
 }
 

@@ -4,8 +4,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <iostream>
 #include <tuple>
 
@@ -56,8 +56,8 @@ double discount_sum(double beta, int K) {
 
 // Random masked softmax maps (B,NH,T,T) with logits N(0, std²); padding keys get 0, padding rows
 // get garbage (they must be ignored).
-Tensor random_maps(int64_t B, int64_t NH, int64_t T, const std::vector<uint8_t>& km, uint64_t seed, double std,
-                   DType dtype = DType::f64) {
+Tensor random_maps(int64_t B, int64_t NH, int64_t T, const std::vector<uint8_t>& km, uint64_t seed,
+                   double std, DType dtype = DType::f64) {
   std::vector<double> x = test::randn({B, NH, T, T}, seed, DType::f64, std).to_vector<double>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
@@ -188,7 +188,7 @@ TEST_CASE("diagnostics: attention graph thresholds and symmetrizes", "[diagnosti
   CHECK(w(0, 1) == Approx((1e-5 + 0.5) / 2));
   CHECK(w(1, 0) == w(0, 1));
   CHECK(w(0, 2) == Approx((0.0999 + 1e-5) / 2));
-  CHECK(w(1, 2) == 0.0);  // both directions below τ
+  CHECK(w(1, 2) == 0.0);                           // both directions below τ
   CHECK(attention_graph(a, 1e-4, 2).rows() == 2);  // the first `nodes` tokens
   CHECK(attention_graph(uniform(50), 1e-4, 40).rows() == 40);
 }
@@ -199,7 +199,8 @@ TEST_CASE("diagnostics: Barrat clustering on small graphs", "[diagnostics]") {
   for (double c : tri.per_node) CHECK(c == Approx(1.0));
   CHECK(tri.undefined_nodes == 0);
   // Triangle 0-1-2 with a pendant 3 on 0: c0 = (w01 + w02) / (s0 (k0 - 1)) = 3 / (6 * 2).
-  const ClusteringResult pend = barrat_clustering(graph(4, {{0, 1, 1.0}, {0, 2, 2.0}, {1, 2, 3.0}, {0, 3, 3.0}}));
+  const ClusteringResult pend =
+      barrat_clustering(graph(4, {{0, 1, 1.0}, {0, 2, 2.0}, {1, 2, 3.0}, {0, 3, 3.0}}));
   CHECK(pend.per_node[0] == Approx(0.25));
   CHECK(pend.per_node[1] == Approx(1.0));
   CHECK(pend.per_node[2] == Approx(1.0));
@@ -212,7 +213,8 @@ TEST_CASE("diagnostics: Barrat clustering on small graphs", "[diagnostics]") {
     for (int j = i + 1; j < 5; ++j) k5(i, j) = k5(j, i) = 0.1 * (i + 1) + 0.01 * j;
   CHECK(barrat_clustering(k5).mean == Approx(1.0));
   // Star: the centre has no triangle (0), the leaves have degree 1 (undefined).
-  const ClusteringResult star = barrat_clustering(graph(5, {{0, 1, 1.0}, {0, 2, 1.0}, {0, 3, 1.0}, {0, 4, 1.0}}));
+  const ClusteringResult star =
+      barrat_clustering(graph(5, {{0, 1, 1.0}, {0, 2, 1.0}, {0, 3, 1.0}, {0, 4, 1.0}}));
   CHECK(star.per_node[0] == 0.0);
   CHECK(star.undefined_nodes == 4);
   CHECK(star.mean == 0.0);
@@ -224,12 +226,15 @@ TEST_CASE("diagnostics: Barrat clustering on small graphs", "[diagnostics]") {
 }
 
 TEST_CASE("diagnostics: Brandes betweenness on small graphs", "[diagnostics]") {
-  const std::vector<double> path = brandes_betweenness(graph(5, {{0, 1, 1.0}, {1, 2, 1.0}, {2, 3, 1.0}, {3, 4, 1.0}}));
+  const std::vector<double> path =
+      brandes_betweenness(graph(5, {{0, 1, 1.0}, {1, 2, 1.0}, {2, 3, 1.0}, {3, 4, 1.0}}));
   CHECK(path == std::vector<double>{0, 3, 4, 3, 0});
-  const std::vector<double> star = brandes_betweenness(graph(5, {{0, 1, 1.0}, {0, 2, 1.0}, {0, 3, 1.0}, {0, 4, 1.0}}));
+  const std::vector<double> star =
+      brandes_betweenness(graph(5, {{0, 1, 1.0}, {0, 2, 1.0}, {0, 3, 1.0}, {0, 4, 1.0}}));
   CHECK(star == std::vector<double>{6, 0, 0, 0, 0});
   // 4-cycle: each opposite pair has two shortest paths, each through one of the other nodes.
-  const std::vector<double> c4 = brandes_betweenness(graph(4, {{0, 1, 1.0}, {1, 2, 1.0}, {2, 3, 1.0}, {3, 0, 1.0}}));
+  const std::vector<double> c4 =
+      brandes_betweenness(graph(4, {{0, 1, 1.0}, {1, 2, 1.0}, {2, 3, 1.0}, {3, 0, 1.0}}));
   for (double x : c4) CHECK(x == 0.5);
   // Unweighted: weights do not change the result. Complete graph: all zero.
   const std::vector<double> tri = brandes_betweenness(graph(3, {{0, 1, 0.1}, {0, 2, 5.0}, {1, 2, 3.0}}));
@@ -278,7 +283,8 @@ TEST_CASE("diagnostics: accumulator matches the primitives", "[diagnostics]") {
   std::vector<double> vv;
   for (int h = 0; h < 2; ++h)
     for (int64_t j = 0; j < T; ++j) vv.insert(vv.end(), {static_cast<double>(j + 1), 0.0});
-  const std::vector<Tensor> values = {Tensor::from_vector(vv, {1, 2, T, 2}), Tensor::from_vector(vv, {1, 2, T, 2})};
+  const std::vector<Tensor> values = {Tensor::from_vector(vv, {1, 2, T, 2}),
+                                      Tensor::from_vector(vv, {1, 2, T, 2})};
   DiagnosticsAccumulator acc;
   acc.add(layers, Tensor(), &values);
   const DiagnosticsReport r = acc.report();
@@ -476,8 +482,8 @@ TEST_CASE("diagnostics: timing for 1024 samples of BERT-Mini maps", "[.][diagnos
     const DiagnosticsReport r = acc.report();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "diagnostics: " << r.samples << " samples x " << L << " layers x " << NH
-              << " heads x 2 maps, T = " << T << ", graph_metrics = " << graphs << ", threads = "
-              << omp_get_max_threads() << ": " << s << " s\n";
+              << " heads x 2 maps, T = " << T << ", graph_metrics = " << graphs
+              << ", threads = " << omp_get_max_threads() << ": " << s << " s\n";
     CHECK(r.samples == 1024);
   }
 }
@@ -502,7 +508,11 @@ TEST_CASE("diagnostics: primitive cost", "[.][diagnostics-bench]") {
   time("entropy", [](const RowMatrix& a) { return attention_entropy(a); });
   time("gtd_global", [](const RowMatrix& a) { return entry_sum(gtd_global(a)); });
   time("gtd_metrics", [](const RowMatrix& a) { return gtd_metrics(a).gtd; });
-  time("product", [](const RowMatrix& a) { RowMatrix p(a.rows(), a.cols()); p.noalias() = a * a; return p(0, 0); });
+  time("product", [](const RowMatrix& a) {
+    RowMatrix p(a.rows(), a.cols());
+    p.noalias() = a * a;
+    return p(0, 0);
+  });
   time("sparsity", [](const RowMatrix& a) { return sparsity(a); });
   time("graph", [](const RowMatrix& a) { return entry_sum(attention_graph(a)); });
   time("barrat", [](const RowMatrix& a) { return barrat_clustering(attention_graph(a)).mean; });

@@ -20,11 +20,14 @@ bool all_zero(const Tensor& t) {
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+  return x.shape() == y.shape() &&
+         std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
 }
 
 // (b, h) tile of a (B,NH,T,HS) tensor.
-Tensor tile(const Tensor& t, int64_t b, int64_t h) { return t.slice(0, b, b + 1).slice(1, h, h + 1).contiguous(); }
+Tensor tile(const Tensor& t, int64_t b, int64_t h) {
+  return t.slice(0, b, b + 1).slice(1, h, h + 1).contiguous();
+}
 
 }  // namespace
 
@@ -57,9 +60,11 @@ TEST_CASE("sink_gate: the peaked-row fraction against the threshold, token rows 
   CHECK_THROWS_AS(kern::sink_gate(probs, Tensor(), 0.95, 0.8, wrong), Error);
 }
 
-TEST_CASE("head skip: a sinky head gives zero output and zero gradient, the rest is unchanged", "[attention][skip]") {
+TEST_CASE("head skip: a sinky head gives zero output and zero gradient, the rest is unchanged",
+          "[attention][skip]") {
   const int64_t B = 2, NH = 2, T = 6, HS = 4;
-  for (AttnVariant variant : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
+  for (AttnVariant variant :
+       {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
     for (bool causal : {false, true}) {
       INFO(variant_name(variant) << (causal ? " decoder" : " encoder"));
       // Head 0 of sample 0 is a sink: every query has a large dot product with key 0 only.
@@ -76,7 +81,8 @@ TEST_CASE("head skip: a sinky head gives zero output and zero gradient, the rest
         }
       Var q(Tensor::from_vector(qv, {B, NH, T, HS}), true), k(Tensor::from_vector(kv, {B, NH, T, HS}), true),
           v(Tensor::from_vector(vv, {B, NH, T, HS}), true);
-      Var lam = uses_lambda(variant) ? Var(Tensor::from_vector(std::vector<double>{0.2, 0.3}, {NH}), true) : Var();
+      Var lam =
+          uses_lambda(variant) ? Var(Tensor::from_vector(std::vector<double>{0.2, 0.3}, {NH}), true) : Var();
       AttentionConfig cfg{variant, causal, 1};
       Var base = attention(q, k, v, Tensor(), lam, cfg);
       cfg.skip_sinky = true;

@@ -53,14 +53,16 @@ TEST_CASE("thread-count determinism: large GEMMs forward and backward", "[determ
     require_same_bits([&] { return fwd_bwd([](const auto& v) { return matmul(v[0], v[1]); }, {a, b}); });
   }
   SECTION("tall 2048 x 256 x 512 through linear (a scaled-down 4096 x 256 x 1024)") {
-    const Tensor x = randn({2048, 256}, 3, dt), w = randn({512, 256}, 4, dt),
-                 bias = randn({512}, 5, dt);
-    require_same_bits([&] { return fwd_bwd([](const auto& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias}); });
+    const Tensor x = randn({2048, 256}, 3, dt), w = randn({512, 256}, 4, dt), bias = randn({512}, 5, dt);
+    require_same_bits([&] {
+      return fwd_bwd([](const auto& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
+    });
   }
   SECTION("batched, with a transposed operand") {
     const Tensor q = randn({4, 4, 128, 32}, 6, dt), k = randn({4, 4, 128, 32}, 7, dt);
-    require_same_bits(
-        [&] { return fwd_bwd([](const auto& v) { return matmul(v[0], transpose(v[1], -1, -2)); }, {q, k}); });
+    require_same_bits([&] {
+      return fwd_bwd([](const auto& v) { return matmul(v[0], transpose(v[1], -1, -2)); }, {q, k});
+    });
   }
   SECTION("odd sizes") {
     const Tensor a = randn({300, 200}, 8, dt), b = randn({200, 700}, 9, dt);
@@ -74,8 +76,7 @@ TEST_CASE("thread-count determinism: layernorm, softmax, embedding, reductions",
   const DType dt = GENERATE(DType::f32, DType::f64);
   INFO(dtype_name(dt));
   SECTION("layernorm forward and backward over many rows") {
-    const Tensor x = randn({8192, 64}, 11, dt, 2.0), w = randn({64}, 12, dt),
-                 b = randn({64}, 13, dt);
+    const Tensor x = randn({8192, 64}, 11, dt, 2.0), w = randn({64}, 12, dt), b = randn({64}, 13, dt);
     require_same_bits([&] {
       return fwd_bwd([](const auto& v) { return layernorm(v[0], v[1], v[2], 1e-5); }, {x, w, b});
     });
@@ -98,7 +99,8 @@ TEST_CASE("thread-count determinism: layernorm, softmax, embedding, reductions",
     for (size_t i = 0; i < t.size(); ++i) t[i] = i % 11 == 0 ? -100 : static_cast<int32_t>((i * 31) % 500);
     const Tensor targets = saobp::test::ids(t, {4096});
     const Tensor logits = randn({4096, 500}, 16, dt, 2.0);
-    require_same_bits([&] { return fwd_bwd([&](const auto& v) { return cross_entropy(v[0], targets); }, {logits}); });
+    require_same_bits(
+        [&] { return fwd_bwd([&](const auto& v) { return cross_entropy(v[0], targets); }, {logits}); });
   }
   SECTION("reduce_sum_to: full and bias-style, through sum and broadcast add") {
     const Tensor x = randn({1000, 700}, 17, dt);

@@ -37,8 +37,8 @@ TEST_CASE("a taken-over gradient buffer is never shared by two inputs or kept by
   Var r = reshape(add(s, a), {2, 2});  // a gets gradients from two nodes
   Var loss = sum(mul(reshape(r, {4}), w));
   loss.backward();
-  CHECK(values(s.grad()) == values(wt));                    // retained: not taken over
-  CHECK(values(b.grad()) == values(wt));                    // its own buffer ...
+  CHECK(values(s.grad()) == values(wt));                                // retained: not taken over
+  CHECK(values(b.grad()) == values(wt));                                // its own buffer ...
   CHECK(values(a.grad()) == std::vector<double>{1.0, 3.0, -2.0, 4.0});  // ... and a's: w + w
   CHECK(a.grad().data<double>() != b.grad().data<double>());
   CHECK(a.grad().data<double>() != s.grad().data<double>());

@@ -19,7 +19,8 @@ using VV = std::vector<Var>;
 
 TEST_CASE("gradcheck matmul", "[gradcheck]") {
   SECTION("2D weight, batched rows") {
-    require_gradcheck([](const VV& v) { return matmul(v[0], v[1]); }, {randn({2, 3, 4}, 1), randn({4, 5}, 2)});
+    require_gradcheck([](const VV& v) { return matmul(v[0], v[1]); },
+                      {randn({2, 3, 4}, 1), randn({4, 5}, 2)});
   }
   SECTION("2D weight given as a transposed view (trans flag on b)") {
     require_gradcheck([](const VV& v) { return matmul(v[0], transpose(v[1], 0, 1)); },
@@ -30,7 +31,8 @@ TEST_CASE("gradcheck matmul", "[gradcheck]") {
                       {randn({4, 3}, 5), randn({4, 5}, 6)});
   }
   SECTION("batched 3D and 4D") {
-    require_gradcheck([](const VV& v) { return matmul(v[0], v[1]); }, {randn({2, 3, 4}, 7), randn({2, 4, 5}, 8)});
+    require_gradcheck([](const VV& v) { return matmul(v[0], v[1]); },
+                      {randn({2, 3, 4}, 7), randn({2, 4, 5}, 8)});
     require_gradcheck([](const VV& v) { return matmul(v[0], v[1]); },
                       {randn({2, 2, 3, 4}, 9), randn({2, 2, 4, 5}, 10)});
   }
@@ -52,7 +54,8 @@ TEST_CASE("gradcheck matmul", "[gradcheck]") {
   }
   SECTION("the same variable on both sides") {
     require_gradcheck([](const VV& v) { return matmul(v[0], v[0]); }, {randn({3, 3}, 21)});
-    require_gradcheck([](const VV& v) { return matmul(v[0], transpose(v[0], -1, -2)); }, {randn({2, 3, 4}, 22)});
+    require_gradcheck([](const VV& v) { return matmul(v[0], transpose(v[0], -1, -2)); },
+                      {randn({2, 3, 4}, 22)});
   }
 }
 
@@ -61,9 +64,9 @@ TEST_CASE("matmul rejects bad operands", "[autograd]") {
   CHECK_ERROR(matmul(a, b), Contains("[matmul]") && Contains("[2, 3]") && Contains("[4, 5]"));
   CHECK_ERROR(matmul(Var(Tensor::zeros({3}, DType::f64)), b), Contains("[matmul]"));
   CHECK_ERROR(matmul(Var(Tensor::zeros({2, 2, 3}, DType::f64)), Var(Tensor::zeros({3, 2, 3, 4}, DType::f64))),
-                    Contains("[matmul]"));
+              Contains("[matmul]"));
   CHECK_ERROR(matmul(Var(Tensor::zeros({2, 2, 3}, DType::f64)), Var(Tensor::zeros({3, 3, 4}, DType::f64))),
-                    Contains("[matmul]"));
+              Contains("[matmul]"));
 }
 
 TEST_CASE("gradcheck linear", "[gradcheck]") {
@@ -87,11 +90,12 @@ TEST_CASE("gradcheck linear", "[gradcheck]") {
 
 TEST_CASE("gradcheck add/sub/mul/div with broadcasting", "[gradcheck]") {
   const std::vector<std::pair<Shape, Shape>> patterns = {
-      {{2, 3}, {3}},        {{3}, {2, 3}},     {{2, 1, 4}, {3, 1}}, {{2, 3}, {1}},
-      {{1}, {2, 3}},        {{1, 3}, {2, 1}},  {{2, 3}, {2, 3}},    {{2, 3}, {}},
+      {{2, 3}, {3}}, {{3}, {2, 3}},    {{2, 1, 4}, {3, 1}}, {{2, 3}, {1}},
+      {{1}, {2, 3}}, {{1, 3}, {2, 1}}, {{2, 3}, {2, 3}},    {{2, 3}, {}},
   };
   using Op = Var (*)(const Var&, const Var&);
-  const std::vector<std::pair<const char*, Op>> ops = {{"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}};
+  const std::vector<std::pair<const char*, Op>> ops = {
+      {"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}};
   SECTION("every op in every broadcast pattern") {
     uint64_t seed = 100;
     for (const auto& [name, op] : ops)
@@ -167,13 +171,20 @@ TEST_CASE("gradcheck dropout, its gradient is the mask scaled by 1/(1-p)", "[gra
 TEST_CASE("gradcheck shape ops", "[gradcheck]") {
   SECTION("reshape (contiguous and copied)") {
     require_gradcheck([](const VV& v) { return reshape(v[0], {3, -1}); }, {randn({2, 3, 2}, 301)});
-    require_gradcheck([](const VV& v) { return reshape(transpose(v[0], 0, 2), {6, 2}); }, {randn({2, 3, 2}, 302)});
+    require_gradcheck(
+        [](const VV& v) {
+          return reshape(transpose(v[0], 0, 2), {6, 2});
+        },
+        {randn({2, 3, 2}, 302)});
   }
   SECTION("transpose and permute") {
     require_gradcheck([](const VV& v) { return transpose(v[0], 0, 2); }, {randn({2, 3, 4}, 303)});
     require_gradcheck([](const VV& v) { return permute(v[0], {2, 0, 1}); }, {randn({2, 3, 4}, 304)});
-    require_gradcheck([](const VV& v) { return mul(permute(v[0], {1, 2, 0}), v[1]); },
-                      {randn({2, 3, 4}, 305), randn({3, 4, 2}, 306)});
+    require_gradcheck(
+        [](const VV& v) {
+          return mul(permute(v[0], {1, 2, 0}), v[1]);
+        },
+        {randn({2, 3, 4}, 305), randn({3, 4, 2}, 306)});
   }
   SECTION("slice") {
     require_gradcheck([](const VV& v) { return slice(v[0], 1, 1, 3); }, {randn({2, 4, 3}, 307)});
@@ -188,10 +199,16 @@ TEST_CASE("gradcheck shape ops", "[gradcheck]") {
           return concat({mul(p[0], p[1]), p[2], scale(p[0], 3.0)}, 1);
         },
         {randn({2, 5}, 309)});
-    require_gradcheck([](const VV& v) { return concat({v[0], v[1], v[2]}, 0); },
-                      {randn({1, 3}, 310), randn({2, 3}, 311), randn({3, 3}, 312)});
-    require_gradcheck([](const VV& v) { return concat({v[0], transpose(v[1], 0, 1)}, -1); },
-                      {randn({3, 2}, 313), randn({4, 3}, 314)});
+    require_gradcheck(
+        [](const VV& v) {
+          return concat({v[0], v[1], v[2]}, 0);
+        },
+        {randn({1, 3}, 310), randn({2, 3}, 311), randn({3, 3}, 312)});
+    require_gradcheck(
+        [](const VV& v) {
+          return concat({v[0], transpose(v[1], 0, 1)}, -1);
+        },
+        {randn({3, 2}, 313), randn({4, 3}, 314)});
   }
   SECTION("contiguous") {
     require_gradcheck([](const VV& v) { return contiguous(transpose(v[0], 0, 1)); }, {randn({3, 4}, 315)});
@@ -231,8 +248,8 @@ TEST_CASE("gradcheck embedding with repeated ids", "[gradcheck]") {
   const auto g = values(w.grad()), r = values(R);
   for (int c = 0; c < 3; ++c) {
     CHECK(g[static_cast<size_t>(2 * 3 + c)] == 0.0);
-    CHECK(g[static_cast<size_t>(1 * 3 + c)] == Approx(r[static_cast<size_t>(c)] + r[static_cast<size_t>(6 + c)] +
-                                                       r[static_cast<size_t>(12 + c)]));
+    CHECK(g[static_cast<size_t>(1 * 3 + c)] ==
+          Approx(r[static_cast<size_t>(c)] + r[static_cast<size_t>(6 + c)] + r[static_cast<size_t>(12 + c)]));
   }
 }
 
@@ -249,7 +266,8 @@ TEST_CASE("gradcheck softmax and log_softmax, with and without masks", "[gradche
     const bool log = f == static_cast<Fn>(log_softmax);
     INFO((log ? "log_softmax" : "softmax"));
     // No mask.
-    require_gradcheck([f](const VV& v) { return f(v[0], Tensor()); }, {randn({2, 3, 5}, 421, DType::f64, 2.0)});
+    require_gradcheck([f](const VV& v) { return f(v[0], Tensor()); },
+                      {randn({2, 3, 5}, 421, DType::f64, 2.0)});
     // Causal (1,1,T,T) mask over (B,NH,T,T), with query row 0 fully masked.
     const int64_t T = 4;
     std::vector<uint8_t> m(T * T);
@@ -260,10 +278,12 @@ TEST_CASE("gradcheck softmax and log_softmax, with and without masks", "[gradche
                       {randn({2, 2, T, T}, 422, DType::f64, 2.0)});
     // Key-padding mask (B,1,1,T): batch 1 is fully masked.
     const Tensor pad = saobp::test::mask_of({1, 1, 0, 1, 0, 0, 0, 0}, {2, 1, 1, T});
-    require_gradcheck([f, pad](const VV& v) { return f(v[0], pad); }, {randn({2, 2, 3, T}, 423, DType::f64, 2.0)});
+    require_gradcheck([f, pad](const VV& v) { return f(v[0], pad); },
+                      {randn({2, 2, 3, T}, 423, DType::f64, 2.0)});
     // Same-shape mask on a non-contiguous input.
     const Tensor full = saobp::test::mask_of({1, 0, 1, 1, 1, 0}, {3, 2});
-    require_gradcheck([f, full](const VV& v) { return f(transpose(v[0], 0, 1), full); }, {randn({2, 3}, 424)});
+    require_gradcheck([f, full](const VV& v) { return f(transpose(v[0], 0, 1), full); },
+                      {randn({2, 3}, 424)});
   }
   const Var x(Tensor::zeros({2, 3}, DType::f64));
   CHECK_ERROR(softmax(x, Tensor::zeros({2, 3}, DType::f32)), Contains("[softmax]") && Contains("mask"));
@@ -272,7 +292,8 @@ TEST_CASE("gradcheck softmax and log_softmax, with and without masks", "[gradche
 
 TEST_CASE("gradcheck cross_entropy with ignored rows", "[gradcheck]") {
   const Tensor tg = ids({1, -100, 4, 0, -100, 2}, {2, 3});
-  require_gradcheck([&](const VV& v) { return cross_entropy(v[0], tg); }, {randn({2, 3, 5}, 431, DType::f64, 2.0)});
+  require_gradcheck([&](const VV& v) { return cross_entropy(v[0], tg); },
+                    {randn({2, 3, 5}, 431, DType::f64, 2.0)});
   const Tensor all = ids({1, 3, 4, 0}, {4});
   require_gradcheck([&](const VV& v) { return cross_entropy(v[0], all); }, {randn({4, 5}, 432)});
   const Tensor custom = ids({3, 1, 3, 0}, {4});  // ignore_index 3: a valid class id ignored
@@ -372,8 +393,8 @@ TEST_CASE("softmax: -inf logits among allowed entries get zero probability, fini
       const double rel = dt == DType::f64 ? 1e-13 : 2e-6, zero = dt == DType::f64 ? 0.0 : 1e-37;
       // Row 0: one -inf among finite logits. Row 1: every allowed entry -inf (the masked-out
       // entry is finite): the row is dead, like a fully masked one.
-      const Tensor xt = Tensor::from_vector(std::vector<double>{1.0, -inf, 2.0, 0.5, -inf, -inf, 3.0, -inf}, {2, 4})
-                            .to(dt);
+      const Tensor xt =
+          Tensor::from_vector(std::vector<double>{1.0, -inf, 2.0, 0.5, -inf, -inf, 3.0, -inf}, {2, 4}).to(dt);
       const Tensor mask = saobp::test::mask_of({1, 1, 1, 1, 1, 1, 0, 1}, {2, 4});
       Var x(xt, true);
       Var y = log ? log_softmax(x, mask) : softmax(x, mask);
@@ -411,7 +432,8 @@ TEST_CASE("softmax: -inf logits among allowed entries get zero probability, fini
 TEST_CASE("very large logits stay finite in softmax, log_softmax and cross_entropy", "[autograd]") {
   for (DType dt : {DType::f32, DType::f64}) {
     INFO(dtype_name(dt));
-    const Tensor xt = Tensor::from_vector(std::vector<double>{1e4, 1e4 - 1, -1e4, 0, -1e4, 1e4, 1e4, 1e4}, {2, 4}).to(dt);
+    const Tensor xt =
+        Tensor::from_vector(std::vector<double>{1e4, 1e4 - 1, -1e4, 0, -1e4, 1e4, 1e4, 1e4}, {2, 4}).to(dt);
     for (bool log : {false, true}) {
       Var x(xt, true);
       Var y = log ? log_softmax(x) : softmax(x);

@@ -96,7 +96,9 @@ TEST_CASE("corpus: fortune, wikitext and jsonl formats", "[data]") {
   CHECK(f[2].lines == std::vector<std::string>{"Last."});
 
   const std::string wiki = dir + "/wiki.raw";
-  write(wiki, " \n = Valkyria = \n \n Senjō no Valkyria 3 .\n \n = = Gameplay = = \n \n Text .\n = Tower = \n Body .\n");
+  write(wiki,
+        " \n = Valkyria = \n \n Senjō no Valkyria 3 .\n \n = = Gameplay = = \n \n Text .\n = Tower = \n Body "
+        ".\n");
   const auto w = read_all({"wikitext", wiki, "text"});
   REQUIRE(w.size() == 2);
   CHECK(w[0].lines.front() == " = Valkyria = ");
@@ -122,7 +124,8 @@ TEST_CASE("corpus: bad input names the file and line", "[data]") {
   write(dir + "/bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": \n");
   CHECK_ERROR(read_all({"jsonl", dir + "/bad.jsonl", "text"}), Contains("bad.jsonl:2:") && Contains("JSON"));
   write(dir + "/nofield.jsonl", "{\"body\": \"x\"}\n");
-  CHECK_ERROR(read_all({"jsonl", dir + "/nofield.jsonl", "text"}), Contains("nofield.jsonl:1:") && Contains("\"text\""));
+  CHECK_ERROR(read_all({"jsonl", dir + "/nofield.jsonl", "text"}),
+              Contains("nofield.jsonl:1:") && Contains("\"text\""));
   CHECK_ERROR(read_all({"text", dir + "/missing", "text"}), Contains("missing") && Contains("no such file"));
   CHECK_ERROR(read_all({"csv", dir, "text"}), Contains("unknown corpus kind"));
 }
@@ -153,9 +156,12 @@ TEST_CASE("token cache: round trip, key, and rejection of truncated or foreign f
   }
   const TokenCache c = TokenCache::open(path);
   CHECK(c.key() == TokenCacheKey{11, 22});
-  CHECK(std::vector<uint32_t>(c.tokens().begin(), c.tokens().end()) == std::vector<uint32_t>{5, 6, 7, 8, 9, 10});
-  CHECK(std::vector<uint64_t>(c.sentence_end().begin(), c.sentence_end().end()) == std::vector<uint64_t>{3, 4, 6});
-  CHECK(std::vector<uint64_t>(c.document_end().begin(), c.document_end().end()) == std::vector<uint64_t>{2, 3});
+  CHECK(std::vector<uint32_t>(c.tokens().begin(), c.tokens().end()) ==
+        std::vector<uint32_t>{5, 6, 7, 8, 9, 10});
+  CHECK(std::vector<uint64_t>(c.sentence_end().begin(), c.sentence_end().end()) ==
+        std::vector<uint64_t>{3, 4, 6});
+  CHECK(std::vector<uint64_t>(c.document_end().begin(), c.document_end().end()) ==
+        std::vector<uint64_t>{2, 3});
   TokenCacheKey k;
   REQUIRE(read_token_cache_key(path, k));
   CHECK(k == TokenCacheKey{11, 22});
@@ -188,7 +194,8 @@ TEST_CASE("packing: sentences fill examples up to the budget, with a SEP token b
   const auto ex = pack_sentences(*c, 5);
   // [10..12] (3) then 20.. would make 7 > 5: emit; [20..23] (4) + SEP + 2 = 7 > 5: emit;
   // [30,31] (2) + SEP + 11 > 5: emit; 11 tokens -> 5, 5, 1.
-  const std::vector<std::pair<uint64_t, uint64_t>> want = {{0, 3}, {3, 7}, {7, 9}, {9, 14}, {14, 19}, {19, 20}};
+  const std::vector<std::pair<uint64_t, uint64_t>> want = {{0, 3},  {3, 7},   {7, 9},
+                                                           {9, 14}, {14, 19}, {19, 20}};
   REQUIRE(ex.size() == want.size());
   for (size_t i = 0; i < ex.size(); ++i) CHECK(std::make_pair(ex[i].begin, ex[i].end) == want[i]);
   const auto wide = pack_sentences(*c, 12);  // 3 + 4 + SEP + 2 = 10 fits; then the 11-token doc
@@ -217,7 +224,8 @@ TEST_CASE("masked-LM batches: layout, masking statistics, determinism", "[data]"
   for (int t = 0; t < 14; ++t) CHECK(msk[static_cast<size_t>(t)] == 1);
   for (int t = 14; t < T; ++t) CHECK((msk[static_cast<size_t>(t)] == 0 && ids[static_cast<size_t>(t)] == 0));
   for (int t = 0; t < 14; ++t) {
-    const int32_t orig = lab[static_cast<size_t>(t)] != -100 ? lab[static_cast<size_t>(t)] : ids[static_cast<size_t>(t)];
+    const int32_t orig =
+        lab[static_cast<size_t>(t)] != -100 ? lab[static_cast<size_t>(t)] : ids[static_cast<size_t>(t)];
     const int32_t want = t == 0 ? 2 : t == 6 || t == 13 ? 3 : t < 6 ? 10 + t - 1 : 20 + t - 7;
     CHECK(orig == want);
   }
@@ -249,12 +257,14 @@ TEST_CASE("masked-LM batches: layout, masking statistics, determinism", "[data]"
   // A batch is a pure function of its index.
   const auto again = corpus_mlm_source(train, valid, B, T, V, sp, 42, 0.15);
   for (int64_t i : {0, 5, 77}) {
-    CHECK(src->batch(Split::train, i).ids.to_vector<int32_t>() == again->batch(Split::train, i).ids.to_vector<int32_t>());
+    CHECK(src->batch(Split::train, i).ids.to_vector<int32_t>() ==
+          again->batch(Split::train, i).ids.to_vector<int32_t>());
     CHECK(src->batch(Split::train, i).labels.to_vector<int32_t>() ==
           again->batch(Split::train, i).labels.to_vector<int32_t>());
   }
   const auto other = corpus_mlm_source(train, valid, B, T, V, sp, 43, 0.15);
-  CHECK(src->batch(Split::train, 0).ids.to_vector<int32_t>() != other->batch(Split::train, 0).ids.to_vector<int32_t>());
+  CHECK(src->batch(Split::train, 0).ids.to_vector<int32_t>() !=
+        other->batch(Split::train, 0).ids.to_vector<int32_t>());
 }
 
 TEST_CASE("shuffling: each epoch is a permutation fixed by (seed, epoch)", "[data]") {

@@ -15,7 +15,8 @@
 using namespace saobp;
 namespace fs = std::filesystem;
 
-TEST_CASE("fortunes topics: Debian's topic files as an SST-2-layout task, read back exactly", "[data][benchmarks]") {
+TEST_CASE("fortunes topics: Debian's topic files as an SST-2-layout task, read back exactly",
+          "[data][benchmarks]") {
   bench::FortunesTaskOptions o;
   if (!fs::exists(fs::path(o.fortunes_dir) / "computers")) {
     WARN("Debian's fortunes package is not installed: skipped");

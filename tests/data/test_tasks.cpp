@@ -24,14 +24,18 @@ std::string temp_dir(const std::string& name) {
   return p.string();
 }
 
-RunConfig tiny_task(const std::string& task, const std::string& run_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"data.kind=task",        "data.task=" + task,    "model.preset=custom",
-                                "model.vocab_size=33",   "model.hidden=32",      "model.layers=2",
-                                "model.heads=2",         "model.intermediate=64", "model.max_positions=32",
-                                "model.dropout=0.0",     "train.seq_len=16",     "train.batch_size=16",
-                                "train.max_steps=4",     "train.warmup_steps=2", "train.lr=3e-3",
-                                "train.eval_every=0",    "train.log_every=0",    "train.save_every=0",
-                                "train.eval_batches=4",  "data.eval_lengths=[8, 16, 32, 64]",
+RunConfig tiny_task(const std::string& task, const std::string& run_dir,
+                    std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"data.kind=task",          "data.task=" + task,
+                                "model.preset=custom",     "model.vocab_size=33",
+                                "model.hidden=32",         "model.layers=2",
+                                "model.heads=2",           "model.intermediate=64",
+                                "model.max_positions=32",  "model.dropout=0.0",
+                                "train.seq_len=16",        "train.batch_size=16",
+                                "train.max_steps=4",       "train.warmup_steps=2",
+                                "train.lr=3e-3",           "train.eval_every=0",
+                                "train.log_every=0",       "train.save_every=0",
+                                "train.eval_batches=4",    "data.eval_lengths=[8, 16, 32, 64]",
                                 "train.run_dir=" + run_dir};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("", o);
@@ -73,14 +77,16 @@ TEST_CASE("tasks: the formats, one example each", "[tasks]") {
   CHECK(show("copy_first", 6) == "[CLS] " + d + " 1 1 1 1");
   CHECK(show("copy_last", 6) == "[CLS] 1 1 1 1 " + d);
   CHECK(show("copy_first_blocks", 19) == "[CLS] " + d + " 1 1 1 1 1 1 1 " + d + " 1 1 1 1 1 1 1 " + d + " 1");
-  const std::string d11 = std::to_string(tk::generate(tk::task_spec("copy_last_blocks"), 1, tk::Split::train, 11, 0).label);
+  const std::string d11 =
+      std::to_string(tk::generate(tk::task_spec("copy_last_blocks"), 1, tk::Split::train, 11, 0).label);
   CHECK(show("copy_last_blocks", 11) == "[CLS] 1 " + d11 + " 1 1 1 1 1 1 1 " + d11);
   CHECK(show("count_sum", 8) == "[CLS] 1 + 1 + 1 + 1");
   CHECK(show("count_sum", 9) == "[CLS] 1 + 1 + 1 + 1 =");
   CHECK(show("count_sum_sep", 15) == "[CLS] 1 + 1 + 1 + 1 + 1 | 1 + 1 =");
   CHECK(show("count_ones", 5) == "[CLS] 1 1 1 1");
   CHECK(show("count_ones_sep", 14) == "[CLS] 1 1 1 1 1 | 1 1 1 1 1 | 1");
-  CHECK(tk::solve(tk::task_spec("count_ones_sep"), tk::generate(tk::task_spec("count_ones_sep"), 1, tk::Split::train, 14, 0).tokens) == 11);
+  CHECK(tk::solve(tk::task_spec("count_ones_sep"),
+                  tk::generate(tk::task_spec("count_ones_sep"), 1, tk::Split::train, 14, 0).tokens) == 11);
   const std::string r = show("count_random_sep", 13);
   CHECK(r.substr(0, 6) == "[CLS] ");
   CHECK(r[16] == '|');  // after the fifth bit
@@ -97,7 +103,8 @@ TEST_CASE("tasks: examples are pure functions of seed, split, length and index",
     INFO(name);
     const tk::TaskSpec t = tk::task_spec(name);
     for (uint64_t i = 0; i < 5; ++i) {
-      const tk::Example a = tk::generate(t, 3, tk::Split::test, 48, i), b = tk::generate(t, 3, tk::Split::test, 48, i);
+      const tk::Example a = tk::generate(t, 3, tk::Split::test, 48, i),
+                        b = tk::generate(t, 3, tk::Split::test, 48, i);
       CHECK(a.tokens == b.tokens);
       CHECK(a.label == b.label);
     }
@@ -139,8 +146,10 @@ TEST_CASE("tasks: train and test splits and seeds draw different examples", "[ta
 
 TEST_CASE("tasks: bad names and lengths are refused, bad sequences named", "[tasks]") {
   CHECK_ERROR(tk::task_spec("copy_middle"), Catch::Contains("copy_middle") && Catch::Contains("chase3"));
-  CHECK_ERROR(tk::generate(tk::task_spec("chase3"), 1, tk::Split::train, 11, 0), Catch::Contains("[12, 1024]"));
-  CHECK_ERROR(tk::generate(tk::task_spec("count_ones"), 1, tk::Split::train, 1025, 0), Catch::Contains("1025"));
+  CHECK_ERROR(tk::generate(tk::task_spec("chase3"), 1, tk::Split::train, 11, 0),
+              Catch::Contains("[12, 1024]"));
+  CHECK_ERROR(tk::generate(tk::task_spec("count_ones"), 1, tk::Split::train, 1025, 0),
+              Catch::Contains("1025"));
   const tk::TaskSpec chase = tk::task_spec("chase2");
   std::vector<int32_t> s = tk::generate(chase, 1, tk::Split::train, 30, 0).tokens;
   s[2] = tk::kPlus;  // a broken key>value pair
@@ -204,7 +213,8 @@ TEST_CASE("tasks: the classification task has the HF head and config of each fam
     CHECK(maps.size() == 2);
     CHECK(mask.size(1) <= 16);
   }
-  CHECK_ERROR(make_task(tiny_task("copy_first", dir, {"model.vocab_size=20"})), Catch::Contains("vocab_size"));
+  CHECK_ERROR(make_task(tiny_task("copy_first", dir, {"model.vocab_size=20"})),
+              Catch::Contains("vocab_size"));
   CHECK_ERROR(make_task(tiny_task("nope", dir)), Catch::Contains("unknown task"));
   fs::remove_all(dir);
 }
@@ -213,12 +223,14 @@ TEST_CASE("tasks: a tiny BERT learns copy_first and reports accuracy per length"
   const std::string dir = temp_dir("cls-learns");
   TrainOptions quiet;
   quiet.quiet = true;
-  const RunConfig cfg = tiny_task("copy_first", dir, {"train.max_steps=150", "train.warmup_steps=20", "train.threads=2"});
+  const RunConfig cfg =
+      tiny_task("copy_first", dir, {"train.max_steps=150", "train.warmup_steps=20", "train.threads=2"});
   const TrainSummary s = train(cfg, quiet);
   CHECK(s.steps == 150);
   const EvalResult e = evaluate_checkpoint(s.final_checkpoint, {});
   CHECK(e.accuracy > 0.9);  // chance: 1/8
-  const nlohmann::json j = nlohmann::json::parse(read_file((fs::path(s.final_checkpoint) / "task_eval.json").string()));
+  const nlohmann::json j =
+      nlohmann::json::parse(read_file((fs::path(s.final_checkpoint) / "task_eval.json").string()));
   REQUIRE(j["results"].size() == 4);
   CHECK(j["results"][0]["length"] == 8);
   CHECK(j["results"][1]["accuracy"].get<double>() > 0.9);  // the training length

@@ -40,8 +40,10 @@ std::string bytes_level(std::string_view s) {
 // transformers' GPT2TokenizationTest.setUp vocabulary and merges.
 const char* kVocabJson =
     "{\"l\": 0, \"o\": 1, \"w\": 2, \"e\": 3, \"r\": 4, \"s\": 5, \"t\": 6, \"i\": 7, \"d\": 8, \"n\": 9,\n"
-    " \"\\u0120\": 10, \"\\u0120l\": 11, \"\\u0120n\": 12, \"\\u0120lo\": 13, \"\\u0120low\": 14, \"er\": 15,\n"
-    " \"\\u0120lowest\": 16, \"\\u0120newer\": 17, \"\\u0120wider\": 18, \"<unk>\": 19, \"<|endoftext|>\": 20}\n";
+    " \"\\u0120\": 10, \"\\u0120l\": 11, \"\\u0120n\": 12, \"\\u0120lo\": 13, \"\\u0120low\": 14, \"er\": "
+    "15,\n"
+    " \"\\u0120lowest\": 16, \"\\u0120newer\": 17, \"\\u0120wider\": 18, \"<unk>\": 19, \"<|endoftext|>\": "
+    "20}\n";
 const char* kMerges = "#version: 0.2\n\u0120 l\n\u0120l o\n\u0120lo w\ne r\n\n";
 
 }  // namespace
@@ -49,8 +51,8 @@ const char* kMerges = "#version: 0.2\n\u0120 l\n\u0120l o\n\u0120lo w\ne r\n\n";
 TEST_CASE("bpe tokenizers ByteLevel pre-tokenizer vectors", "[tokenizer]") {
   Pieces p;
   for (const auto& s : split("Hello my friend, how is your day going?")) p.push_back(bytes_level(s));
-  CHECK(p == Pieces{"Hello", "\u0120my", "\u0120friend", ",", "\u0120how", "\u0120is", "\u0120your", "\u0120day",
-                    "\u0120going", "?"});
+  CHECK(p == Pieces{"Hello", "\u0120my", "\u0120friend", ",", "\u0120how", "\u0120is", "\u0120your",
+                    "\u0120day", "\u0120going", "?"});
   p.clear();
   for (const auto& s : split("Hello there\nHello there")) p.push_back(bytes_level(s));
   CHECK(p == Pieces{"Hello", "\u0120there", "\u010A", "Hello", "\u0120there"});
@@ -64,8 +66,9 @@ TEST_CASE("bpe tokenizers ByteLevel pre-tokenizer vectors", "[tokenizer]") {
 
 TEST_CASE("bpe GPT-2 pattern edge cases", "[tokenizer]") {
   // Contractions are lowercase-only alternatives tried first.
-  CHECK(split("I'm don't you're we've he'll she'd it's") ==
-        Pieces{"I", "'m", " don", "'t", " you", "'re", " we", "'ve", " he", "'ll", " she", "'d", " it", "'s"});
+  CHECK(split("I'm don't you're we've he'll she'd it's") == Pieces{"I", "'m", " don", "'t", " you", "'re",
+                                                                   " we", "'ve", " he", "'ll", " she", "'d",
+                                                                   " it", "'s"});
   CHECK(split("DON'T") == Pieces{"DON", "'", "T"});
   CHECK(split(" 's") == Pieces{" '", "s"});  // ' ?[^\s\p{L}\p{N}]+' takes the space and the quote
   // Numbers are their own class; a space joins the run that follows it.
@@ -108,10 +111,11 @@ TEST_CASE("bpe transformers GPT2TokenizationTest vectors", "[tokenizer]") {
 
   // The same model as tokenizer.json, merges as ["a", "b"] pairs, with unk_token "<unk>" (the
   // test's unk): the unknown byte becomes 19; add_prefix_space = true adds the leading space.
-  const std::string j = std::string("{\"added_tokens\": [{\"id\": 20, \"content\": \"<|endoftext|>\"}],\n") +
-                        "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true},\n" +
-                        "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": " + kVocabJson +
-                        ", \"merges\": [[\"\\u0120\", \"l\"], [\"\\u0120l\", \"o\"], [\"\\u0120lo\", \"w\"], \"e r\"]}}\n";
+  const std::string j =
+      std::string("{\"added_tokens\": [{\"id\": 20, \"content\": \"<|endoftext|>\"}],\n") +
+      "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true},\n" +
+      "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": " + kVocabJson +
+      ", \"merges\": [[\"\\u0120\", \"l\"], [\"\\u0120l\", \"o\"], [\"\\u0120lo\", \"w\"], \"e r\"]}}\n";
   const auto tj = load_tokenizer(test::tok_write(dir, "tokenizer.json", j));
   CHECK(tj->encode("lower newer") == Ids{14, 15, 10, 9, 3, 2, 15});
   CHECK(tj->encode("lower x") == Ids{14, 15, 10, 19});
@@ -131,7 +135,8 @@ TEST_CASE("bpe decode of encode is the identity on arbitrary UTF-8", "[tokenizer
       "  leading and trailing  \n\n",
       "caf\u00E9 na\u00EFve Espa\u00F1a cafe\u0301",
       "\u65E5\u672C\u8A9E\u306E\u30C6\u30AD\u30B9\u30C8 \uD55C\uAD6D\uC5B4",
-      "emoji \U0001F600\U0001F44D\U0001F3FD family \U0001F468\u200D\U0001F469\u200D\U0001F467 flag \U0001F1EB\U0001F1F7",
+      "emoji \U0001F600\U0001F44D\U0001F3FD family \U0001F468\u200D\U0001F469\u200D\U0001F467 flag "
+      "\U0001F1EB\U0001F1F7",
       "ctrl \x01\x02\x7F tab\tnul",
       "\u0130stanbul \u00DF \u03A3\u03C3\u03C2",
       "math \u2211\u222B\u221A \u00BD \u216B",
@@ -158,28 +163,38 @@ TEST_CASE("bpe malformed files name file and line", "[tokenizer]") {
     return load_tokenizer(dir);
   };
   // A merge whose part is not in the vocabulary: merges.txt line 3.
-  CHECK_ERROR(load(kVocabJson, "#version: 0.2\n\u0120 l\nx o\n"), Contains("merges.txt:3:") && Contains("'x'"));
+  CHECK_ERROR(load(kVocabJson, "#version: 0.2\n\u0120 l\nx o\n"),
+              Contains("merges.txt:3:") && Contains("'x'"));
   // A merge whose result is not in the vocabulary.
   CHECK_ERROR(load(kVocabJson, "#version: 0.2\nl o\n"), Contains("merges.txt:2:") && Contains("'lo'"));
   // Three parts on a line.
   CHECK_ERROR(load(kVocabJson, "#version: 0.2\ne r\ne r s\n"), Contains("merges.txt:3:"));
   // Bad UTF-8 in merges.txt.
-  CHECK_ERROR(load(kVocabJson, "#version: 0.2\ne \xE2\x82\n"), Contains("merges.txt:2:") && Contains("UTF-8"));
+  CHECK_ERROR(load(kVocabJson, "#version: 0.2\ne \xE2\x82\n"),
+              Contains("merges.txt:2:") && Contains("UTF-8"));
   // Malformed JSON: a missing comma at line 2.
-  CHECK_ERROR(load("{\"a\": 0,\n \"b\": 1\n \"c\": 2}", kMerges), Contains("vocab.json:3:") && Contains("malformed JSON"));
-  CHECK_ERROR(load("{\"a\": 0,\n \"b\": 1,\n", kMerges), Contains("vocab.json:") && Contains("malformed JSON"));
+  CHECK_ERROR(load("{\"a\": 0,\n \"b\": 1\n \"c\": 2}", kMerges),
+              Contains("vocab.json:3:") && Contains("malformed JSON"));
+  CHECK_ERROR(load("{\"a\": 0,\n \"b\": 1,\n", kMerges),
+              Contains("vocab.json:") && Contains("malformed JSON"));
   // A duplicate token at line 3.
-  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\": 1,\n \"b\": 2}", kMerges), Contains("vocab.json:3:") && Contains("duplicate"));
+  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\": 1,\n \"b\": 2}", kMerges),
+              Contains("vocab.json:3:") && Contains("duplicate"));
   // A repeated id.
-  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\": 1,\n \"c\": 1}", kMerges), Contains("vocab.json:3:") && Contains("twice"));
+  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\": 1,\n \"c\": 1}", kMerges),
+              Contains("vocab.json:3:") && Contains("twice"));
   // No <|endoftext|>.
   CHECK_ERROR(load("{\"a\": 0,\n \"b\": 1}", ""), Contains("vocab.json:1:") && Contains("<|endoftext|>"));
   // Bad UTF-8 inside a JSON string.
-  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\xFF\": 1}", ""), Contains("vocab.json:2:") && Contains("UTF-8"));
+  CHECK_ERROR(load("{\"<|endoftext|>\": 0,\n \"b\xFF\": 1}", ""),
+              Contains("vocab.json:2:") && Contains("UTF-8"));
   // tokenizer.json: a merge pair with a part outside the vocabulary, on line 5.
-  const std::string j = "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"},\n\"model\": {\"type\": \"BPE\",\n\"vocab\": {\"<|endoftext|>\": 0, "
-                        "\"a\": 1, \"b\": 2, \"ab\": 3},\n\"merges\": [\"a b\",\n [\"a\", \"q\"]]}}\n";
+  const std::string j =
+      "{\"pre_tokenizer\": {\"type\": \"ByteLevel\"},\n\"model\": {\"type\": \"BPE\",\n\"vocab\": "
+      "{\"<|endoftext|>\": 0, "
+      "\"a\": 1, \"b\": 2, \"ab\": 3},\n\"merges\": [\"a b\",\n [\"a\", \"q\"]]}}\n";
   CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t.json", j)), Contains("t.json:5:") && Contains("'q'"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "u.json", "{\"model\": {\"type\": \"BPE\",\n \"vocab\": [1, 2]}")),
-              Contains("u.json:"));
+  CHECK_ERROR(
+      load_tokenizer(test::tok_write(dir, "u.json", "{\"model\": {\"type\": \"BPE\",\n \"vocab\": [1, 2]}")),
+      Contains("u.json:"));
 }

@@ -26,16 +26,52 @@ using Ids = std::vector<int32_t>;
 namespace {
 
 // transformers' BertTokenizationTest.setUp vocabulary.
-const std::vector<std::string> kHfVocab = {"[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "want", "##want", "##ed",
-                                           "wa",    "un",    "runn",  "##ing", ",",      "low",  "lowest"};
+const std::vector<std::string> kHfVocab = {"[UNK]", "[CLS]",  "[SEP]", "[PAD]", "[MASK]",
+                                           "want",  "##want", "##ed",  "wa",    "un",
+                                           "runn",  "##ing",  ",",     "low",   "lowest"};
 
 // Ours: the words of transformers' BasicTokenizer tests plus Unicode edge cases.
-const std::vector<std::string> kVocab = {
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "!", "how", "are", "you",        // 0-9
-    "?", "hallo", "naive", "espana", "ah", "\u535A", "\u63A8", "zz", "i", "##\u0307",      // 10-19
-    "##\U0001F600", "a", "'", "ll", "to", "d", "of", ",", "can", "t",                      // 20-29
-    ".", "$", "5", "+", "3", "##\u20AC", "\u00AB", "\u00BB", "\u2014", "##a",              // 30-39
-    "ab"};                                                                                  // 40
+const std::vector<std::string> kVocab = {"[PAD]",
+                                         "[UNK]",
+                                         "[CLS]",
+                                         "[SEP]",
+                                         "[MASK]",
+                                         "hello",
+                                         "!",
+                                         "how",
+                                         "are",
+                                         "you",  // 0-9
+                                         "?",
+                                         "hallo",
+                                         "naive",
+                                         "espana",
+                                         "ah",
+                                         "\u535A",
+                                         "\u63A8",
+                                         "zz",
+                                         "i",
+                                         "##\u0307",  // 10-19
+                                         "##\U0001F600",
+                                         "a",
+                                         "'",
+                                         "ll",
+                                         "to",
+                                         "d",
+                                         "of",
+                                         ",",
+                                         "can",
+                                         "t",  // 20-29
+                                         ".",
+                                         "$",
+                                         "5",
+                                         "+",
+                                         "3",
+                                         "##\u20AC",
+                                         "\u00AB",
+                                         "\u00BB",
+                                         "\u2014",
+                                         "##a",  // 30-39
+                                         "ab"};  // 40
 
 WordPieceTokenizer ours(const BertNormalizerOptions& o = {}) { return WordPieceTokenizer(kVocab, o); }
 
@@ -76,7 +112,8 @@ TEST_CASE("wordpiece BasicTokenizer word lists", "[tokenizer]") {
   // test_chinese: every is_chinese_char code point is its own word
   CHECK(tok.encode("ah\u535A\u63A8zz") == Ids{14, 15, 16, 17});
   // test_basic_tokenizer_splits_on_punctuation
-  CHECK(tok.encode("a\n'll !!to?'d of, can't.") == Ids{21, 22, 23, 6, 6, 24, 10, 22, 25, 26, 27, 28, 22, 29, 30});
+  CHECK(tok.encode("a\n'll !!to?'d of, can't.") ==
+        Ids{21, 22, 23, 6, 6, 24, 10, 22, 25, 26, 27, 28, 22, 29, 30});
 }
 
 TEST_CASE("wordpiece accents and NFD", "[tokenizer]") {
@@ -105,15 +142,16 @@ TEST_CASE("wordpiece accents and NFD", "[tokenizer]") {
 TEST_CASE("wordpiece control characters and whitespace", "[tokenizer]") {
   const WordPieceTokenizer tok = ours();
   // clean_text drops Cc (except \t \n \r), Cf, U+0000 and U+FFFD: the word joins back up.
-  CHECK(tok.encode("a\x01" "b") == Ids{40});
+  CHECK(tok.encode("a\x01"
+                   "b") == Ids{40});
   CHECK(tok.encode(std::string("\0hello", 6)) == Ids{5});
-  CHECK(tok.encode("hel\u00ADlo") == Ids{5});          // soft hyphen, Cf
-  CHECK(tok.encode("\u200Bhello\uFEFF") == Ids{5});    // zero-width space and BOM, Cf
-  CHECK(tok.encode("hel\u200Dlo\u200C") == Ids{5});    // ZWJ / ZWNJ, Cf
-  CHECK(tok.encode("hello\uFFFD") == Ids{5});          // replacement character
-  CHECK(tok.encode("hel\x0Blo") == Ids{5});            // \v is Cc: dropped before the whitespace map
-  CHECK(tok.encode("hel\u0085lo") == Ids{5});          // NEL is Cc too
-  CHECK(tok.encode("hel\x7Flo") == Ids{5});            // DEL
+  CHECK(tok.encode("hel\u00ADlo") == Ids{5});        // soft hyphen, Cf
+  CHECK(tok.encode("\u200Bhello\uFEFF") == Ids{5});  // zero-width space and BOM, Cf
+  CHECK(tok.encode("hel\u200Dlo\u200C") == Ids{5});  // ZWJ / ZWNJ, Cf
+  CHECK(tok.encode("hello\uFFFD") == Ids{5});        // replacement character
+  CHECK(tok.encode("hel\x0Blo") == Ids{5});          // \v is Cc: dropped before the whitespace map
+  CHECK(tok.encode("hel\u0085lo") == Ids{5});        // NEL is Cc too
+  CHECK(tok.encode("hel\x7Flo") == Ids{5});          // DEL
   // \t \n \r and every White_Space character split words.
   CHECK(tok.encode("hello\r\nyou\tare") == Ids{5, 9, 8});
   CHECK(tok.encode("hello\u00A0you\u3000are\u2028how\u2003?") == Ids{5, 9, 8, 7, 10});
@@ -168,22 +206,32 @@ TEST_CASE("wordpiece tokenizer.json loads with the same ids", "[tokenizer]") {
 TEST_CASE("wordpiece malformed files name file and line", "[tokenizer]") {
   const std::string dir = test::tok_temp_dir("wp_bad");
   const std::string ok = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n";
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v1.txt", ok + "a\xFF" "b\n")), Contains("v1.txt:7:") && Contains("UTF-8"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v2.txt", ok + "x\nhello\n")), Contains("v2.txt:8:") && Contains("duplicate"));
+  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v1.txt",
+                                             ok + "a\xFF"
+                                                  "b\n")),
+              Contains("v1.txt:7:") && Contains("UTF-8"));
+  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v2.txt", ok + "x\nhello\n")),
+              Contains("v2.txt:8:") && Contains("duplicate"));
   CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v3.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")),
               Contains("v3.txt:5:") && Contains("[MASK]"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v4.txt", ok + "\nx\n")), Contains("v4.txt:7:") && Contains("empty"));
+  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "v4.txt", ok + "\nx\n")),
+              Contains("v4.txt:7:") && Contains("empty"));
   const std::string json_head = "{\n  \"model\": {\n    \"type\": \"WordPiece\",\n    \"vocab\": {\n";
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t1.json", json_head + "      \"[PAD]\": 0\n      \"[UNK]\": 1\n")),
-              Contains("t1.json:6:") && Contains("malformed JSON"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t2.json", json_head +
-                                                                 "      \"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2,\n"
-                                                                 "      \"[SEP]\": 3, \"[MASK]\": 4,\n      \"[PAD]\": 5\n    }\n  }\n}\n")),
+  CHECK_ERROR(
+      load_tokenizer(test::tok_write(dir, "t1.json", json_head + "      \"[PAD]\": 0\n      \"[UNK]\": 1\n")),
+      Contains("t1.json:6:") && Contains("malformed JSON"));
+  CHECK_ERROR(load_tokenizer(test::tok_write(
+                  dir, "t2.json",
+                  json_head + "      \"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2,\n"
+                              "      \"[SEP]\": 3, \"[MASK]\": 4,\n      \"[PAD]\": 5\n    }\n  }\n}\n")),
               Contains("t2.json:7:") && Contains("duplicate"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t3.json", json_head + "      \"[PAD]\": 0, \"[UNK]\": 1\n    }\n  }\n}\n")),
+  CHECK_ERROR(load_tokenizer(test::tok_write(
+                  dir, "t3.json", json_head + "      \"[PAD]\": 0, \"[UNK]\": 1\n    }\n  }\n}\n")),
               Contains("t3.json:4:") && Contains("[CLS]"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t4.json", json_head + "      \"[PAD]\": 0,\n      \"a\xC0\": 1\n    }\n  }\n}\n")),
+  CHECK_ERROR(load_tokenizer(test::tok_write(
+                  dir, "t4.json", json_head + "      \"[PAD]\": 0,\n      \"a\xC0\": 1\n    }\n  }\n}\n")),
               Contains("t4.json:6:") && Contains("UTF-8"));
-  CHECK_ERROR(load_tokenizer(test::tok_write(dir, "t5.json", json_head + "      \"[PAD]\": 0,\n      \"x\": 7\n    }\n  }\n}\n")),
+  CHECK_ERROR(load_tokenizer(test::tok_write(
+                  dir, "t5.json", json_head + "      \"[PAD]\": 0,\n      \"x\": 7\n    }\n  }\n}\n")),
               Contains("t5.json:6:"));
 }

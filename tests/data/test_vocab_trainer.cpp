@@ -52,15 +52,18 @@ TEST_CASE("vocab trainer bpe makes the course merges", "[tokenizer]") {
   auto* bpe = dynamic_cast<BpeTokenizer*>(tok.get());
   REQUIRE(bpe);
   REQUIRE(bpe->merges().size() == 3);
-  auto merge = [&](size_t i) { return bpe->tokens()[bpe->merges()[i].first] + " " + bpe->tokens()[bpe->merges()[i].second]; };
+  auto merge = [&](size_t i) {
+    return bpe->tokens()[bpe->merges()[i].first] + " " + bpe->tokens()[bpe->merges()[i].second];
+  };
   CHECK(merge(0) == "u g");
   CHECK(merge(1) == "u n");
   CHECK(merge(2) == "h ug");
   CHECK(tok->vocab_size() == 260);
   CHECK(tok->id_to_token(0) == "!");  // GPT-2's byte order
   CHECK(tok->id_to_token(259) == "<|endoftext|>");
-  CHECK(tok->encode("hugs bun") == Ids{tok->token_to_id("hug"), tok->token_to_id("s"), tok->token_to_id("\u0120"),
-                                       tok->token_to_id("b"), tok->token_to_id("un")});
+  CHECK(tok->encode("hugs bun") == Ids{tok->token_to_id("hug"), tok->token_to_id("s"),
+                                       tok->token_to_id("\u0120"), tok->token_to_id("b"),
+                                       tok->token_to_id("un")});
 }
 
 TEST_CASE("vocab trainer wordpiece makes the course merges with continuations", "[tokenizer]") {
@@ -73,8 +76,8 @@ TEST_CASE("vocab trainer wordpiece makes the course merges with continuations", 
   const auto tok = tr.finish();
   // Specials, the alphabet by code point, the "##" symbols in the order the sorted words meet
   // them (bun hug hugs pug pun), then the merges ##u+##g, ##u+##n, h+##ug.
-  const std::vector<std::string> expect = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "b",    "g",
-                                           "h",     "n",     "p",     "s",     "u",      "##u",  "##n",
+  const std::vector<std::string> expect = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "b",   "g",
+                                           "h",     "n",     "p",     "s",     "u",      "##u", "##n",
                                            "##g",   "##s",   "##ug",  "##un",  "hug"};
   REQUIRE(tok->vocab_size() == static_cast<int64_t>(expect.size()));
   for (size_t i = 0; i < expect.size(); ++i) CHECK(tok->id_to_token(static_cast<int32_t>(i)) == expect[i]);
@@ -140,7 +143,8 @@ TEST_CASE("vocab trainer is deterministic", "[tokenizer]") {
       for (const auto& s : small_corpus()) tr.feed(s);
       const std::string dir = test::tok_temp_dir(fmt::format("vt_det_{}_{}", kind, run));
       tr.finish()->save(dir);
-      for (const char* f : {"vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"})
+      for (const char* f :
+           {"vocab.txt", "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json"})
         files[run] += std::string(f) + "\n" + test::tok_slurp(dir + "/" + f);
     }
     INFO(kind);

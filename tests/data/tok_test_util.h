@@ -9,7 +9,8 @@
 namespace saobp::test {
 
 inline std::string tok_temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("saobp_tok_" + std::to_string(::getpid())) / name;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("saobp_tok_" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

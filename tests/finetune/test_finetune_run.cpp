@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/var.h"
 #include "core/fs.h"
 #include "finetune/finetune.h"
+#include "model/gpt2.h"
 #include "model/safetensors.h"
 #include "support.h"
-#include "autograd/var.h"
-#include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -52,27 +52,44 @@ void write_corpus(const std::string& path) {
 std::string pretrain(const std::string& dir, const std::string& family) {
   const std::string corpus = dir + "/corpus.txt";
   write_corpus(corpus);
-  const RunConfig cfg = load_config(
-      "", {"model.family=" + family, "model.preset=custom", "model.vocab_size=600", "model.hidden=32", "model.layers=2",
-           "model.heads=2", "model.intermediate=64", "model.max_positions=64", "model.attention=bp_high",
-           "train.seq_len=32", "train.batch_size=4", "train.max_steps=4", "train.warmup_steps=1", "train.lr=3e-3",
-           "train.eval_every=0", "train.log_every=0", "train.save_every=0", "data.kind=text", "data.path=" + corpus,
-           "data.vocab_size=600", "data.valid_fraction=0.1", "train.threads=1", "train.run_dir=" + dir + "/pre"});
+  const RunConfig cfg = load_config("", {"model.family=" + family,
+                                         "model.preset=custom",
+                                         "model.vocab_size=600",
+                                         "model.hidden=32",
+                                         "model.layers=2",
+                                         "model.heads=2",
+                                         "model.intermediate=64",
+                                         "model.max_positions=64",
+                                         "model.attention=bp_high",
+                                         "train.seq_len=32",
+                                         "train.batch_size=4",
+                                         "train.max_steps=4",
+                                         "train.warmup_steps=1",
+                                         "train.lr=3e-3",
+                                         "train.eval_every=0",
+                                         "train.log_every=0",
+                                         "train.save_every=0",
+                                         "data.kind=text",
+                                         "data.path=" + corpus,
+                                         "data.vocab_size=600",
+                                         "data.valid_fraction=0.1",
+                                         "train.threads=1",
+                                         "train.run_dir=" + dir + "/pre"});
   TrainOptions o;
   o.quiet = true;
   return train(cfg, o).final_checkpoint;
 }
 
 std::vector<std::string> quick(const std::string& run_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"train.epochs=1",       "train.batch_size=2", "train.seq_len=48",
-                                "train.log_every=0",    "train.threads=1",    "train.run_dir=" + run_dir,
+  std::vector<std::string> o = {"train.epochs=1",           "train.batch_size=2", "train.seq_len=48",
+                                "train.log_every=0",        "train.threads=1",    "train.run_dir=" + run_dir,
                                 "data.max_query_length=12", "data.doc_stride=16"};
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
 
 nlohmann::json run_ft(const std::string& init, const std::string& task, const std::string& data,
-                        const std::string& run_dir, std::vector<std::string> extra = {}) {
+                      const std::string& run_dir, std::vector<std::string> extra = {}) {
   finetune::FinetuneOptions o;
   o.init = init, o.task = task, o.data = data, o.overrides = quick(run_dir, std::move(extra)), o.quiet = true;
   const nlohmann::json r = finetune::run_finetune(o);
@@ -81,7 +98,9 @@ nlohmann::json run_ft(const std::string& init, const std::string& task, const st
   return r;
 }
 
-bool is_fraction(const nlohmann::json& v) { return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1; }
+bool is_fraction(const nlohmann::json& v) {
+  return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1;
+}
 
 }  // namespace
 
@@ -102,7 +121,8 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     CHECK(rep["initialized"].size() == 4);  // pooler and classifier, weight and bias
     CHECK(rep["unused"].size() == 5);       // the MLM head
     // The run resumes from its config: the results of `eval --task` equal the run's.
-    finetune::EvalOptions e{dir + "/sst2/final", "glue/sst2", kFixtures + "/glue", false, {"train.threads=1"}, false};
+    finetune::EvalOptions e{dir + "/sst2/final", "glue/sst2", kFixtures + "/glue", false,
+                            {"train.threads=1"}, false};
     CHECK(finetune::evaluate_benchmark(e)["metrics"] == r["metrics"]);
   }
   SECTION("MNLI reports matched and mismatched, MRPC F1, CoLA MCC, STS-B regression") {
@@ -146,8 +166,10 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
           "BertForQuestionAnswering");
   }
   SECTION("BoolQ, IMDb, the sentence TSV; malformed rows skipped and counted") {
-    CHECK(is_fraction(run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq")["metrics"]["dev"]["accuracy"]));
-    CHECK(is_fraction(run_ft(ckpt, "imdb", kFixtures + "/imdb", dir + "/imdb")["metrics"]["test"]["accuracy"]));
+    CHECK(
+        is_fraction(run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq")["metrics"]["dev"]["accuracy"]));
+    CHECK(
+        is_fraction(run_ft(ckpt, "imdb", kFixtures + "/imdb", dir + "/imdb")["metrics"]["test"]["accuracy"]));
     const std::string data = dir + "/tsv";
     fs::create_directories(data);
     fs::copy_file(kFixtures + "/sentence_tsv/labels.txt", data + "/labels.txt");
@@ -156,12 +178,14 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     write_file_atomic(data + "/train.tsv", train);
     REQUIRE_THROWS_WITH(run_ft(ckpt, "sentence-tsv", data, dir + "/tsv-run"),
                         Catch::Contains("train.tsv:") && Catch::Contains("[benchmarks]"));
-    const nlohmann::json r = run_ft(ckpt, "sentence-tsv", data, dir + "/tsv-run", {"data.skip_bad_rows=true"});
+    const nlohmann::json r =
+        run_ft(ckpt, "sentence-tsv", data, dir + "/tsv-run", {"data.skip_bad_rows=true"});
     CHECK(r["skipped_rows"]["train"]["rows"] == 1);
   }
   SECTION("a body that does not match the model is an error naming the tensor") {
-    REQUIRE_THROWS_WITH(run_ft(ckpt, "glue/sst2", kFixtures + "/glue", dir + "/bad", {"model.intermediate=96"}),
-                        Catch::Contains("bert.encoder.layer.0.intermediate.dense.weight"));
+    REQUIRE_THROWS_WITH(
+        run_ft(ckpt, "glue/sst2", kFixtures + "/glue", dir + "/bad", {"model.intermediate=96"}),
+        Catch::Contains("bert.encoder.layer.0.intermediate.dense.weight"));
   }
   fs::remove_all(dir);
 }
@@ -177,23 +201,33 @@ TEST_CASE("finetune: --init from a Hugging Face BertModel folder", "[finetune][s
   for (const NamedTensor& t : load_safetensors(ckpt + "/model.safetensors").tensors) {
     if (t.name.rfind("bert.", 0) != 0) continue;
     std::string n = t.name.substr(5);
-    if (n.find("LayerNorm.weight") != std::string::npos) n.replace(n.find("weight"), 6, "gamma");
-    else if (n.find("LayerNorm.bias") != std::string::npos) n.replace(n.find("bias"), 4, "beta");
+    if (n.find("LayerNorm.weight") != std::string::npos)
+      n.replace(n.find("weight"), 6, "gamma");
+    else if (n.find("LayerNorm.bias") != std::string::npos)
+      n.replace(n.find("bias"), 4, "beta");
     ts.push_back({n, t.tensor});
   }
   save_safetensors(hf + "/model.safetensors", ts);
   fs::copy_file(ckpt + "/vocab.txt", hf + "/vocab.txt");
-  const nlohmann::json c = {{"architectures", {"BertModel"}}, {"attention_probs_dropout_prob", 0.1},
-                            {"hidden_act", "gelu"},           {"hidden_dropout_prob", 0.1},
-                            {"hidden_size", 32},              {"initializer_range", 0.02},
-                            {"intermediate_size", 64},        {"layer_norm_eps", 1e-12},
-                            {"max_position_embeddings", 64},  {"model_type", "bert"},
-                            {"num_attention_heads", 2},       {"num_hidden_layers", 2},
-                            {"pad_token_id", 0},              {"type_vocab_size", 2},
+  const nlohmann::json c = {{"architectures", {"BertModel"}},
+                            {"attention_probs_dropout_prob", 0.1},
+                            {"hidden_act", "gelu"},
+                            {"hidden_dropout_prob", 0.1},
+                            {"hidden_size", 32},
+                            {"initializer_range", 0.02},
+                            {"intermediate_size", 64},
+                            {"layer_norm_eps", 1e-12},
+                            {"max_position_embeddings", 64},
+                            {"model_type", "bert"},
+                            {"num_attention_heads", 2},
+                            {"num_hidden_layers", 2},
+                            {"pad_token_id", 0},
+                            {"type_vocab_size", 2},
                             {"vocab_size", 600}};
   write_file_atomic(hf + "/config.json", c.dump(2));
   // Softmax attention (no saobp fields); fine-tune it with BP-High, a study the paper does not do.
-  const nlohmann::json r = run_ft(hf, "glue/sst2", kFixtures + "/glue", dir + "/run", {"model.attention=bp_high"});
+  const nlohmann::json r =
+      run_ft(hf, "glue/sst2", kFixtures + "/glue", dir + "/run", {"model.attention=bp_high"});
   CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
   const nlohmann::json rep = nlohmann::json::parse(read_file(dir + "/run/init_report.json"));
   CHECK(rep["unused"].empty());
@@ -224,8 +258,12 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   CHECK(is_fraction(finetune::evaluate_benchmark(z)["metrics"]["dev"]["accuracy"]));
 
   // Perplexity: the window stride changes the contexts but every token is scored once.
-  finetune::EvalOptions w{ckpt, "wikitext", kFixtures + "/wikitext/wikitext-2-raw", false,
-                          {"train.threads=1", "train.seq_len=16", "data.window_stride=8"}, false};
+  finetune::EvalOptions w{ckpt,
+                          "wikitext",
+                          kFixtures + "/wikitext/wikitext-2-raw",
+                          false,
+                          {"train.threads=1", "train.seq_len=16", "data.window_stride=8"},
+                          false};
   const nlohmann::json a = finetune::evaluate_benchmark(w);
   w.overrides = {"train.threads=1", "train.seq_len=16", "data.window_stride=16"};
   const nlohmann::json b = finetune::evaluate_benchmark(w);
@@ -252,8 +290,9 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   double ce = 0;
   {
     NoGradGuard ng;
-    ce = model.lm_loss(model.forward(Tensor::from_vector(in, {1, N - 1}), Tensor(), false, 0),
-                       Tensor::from_vector(tgt, {1, N - 1}))
+    ce = model
+             .lm_loss(model.forward(Tensor::from_vector(in, {1, N - 1}), Tensor(), false, 0),
+                      Tensor::from_vector(tgt, {1, N - 1}))
              .data()
              .item();
   }

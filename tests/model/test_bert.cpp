@@ -26,7 +26,8 @@ void batch(int64_t B, int64_t T, int64_t V, uint64_t step, Tensor& ids, Tensor& 
     x[i] = static_cast<int32_t>(5 + philox::word(7, 1, step * 1000 + i) % static_cast<uint32_t>(V - 5));
     if (i % 5 == 2) y[i] = x[i], x[i] = 4;  // a fixed 20% of positions are [MASK] (id 4)
   }
-  for (int64_t t = T - 3; t < T; ++t) m[static_cast<size_t>((B - 1) * T + t)] = 0, y[static_cast<size_t>((B - 1) * T + t)] = -100;
+  for (int64_t t = T - 3; t < T; ++t)
+    m[static_cast<size_t>((B - 1) * T + t)] = 0, y[static_cast<size_t>((B - 1) * T + t)] = -100;
   ids = Tensor::from_vector(x, {B, T});
   labels = Tensor::from_vector(y, {B, T});
   mask = Tensor::from_vector(m, {B, T});
@@ -105,7 +106,8 @@ TEST_CASE("bert: training steps are bitwise identical with 1 and 2 threads", "[m
 }
 
 TEST_CASE("bert: overfits one MLM batch, with every attention variant", "[model]") {
-  for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
+  for (AttnVariant v :
+       {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
     double first = 0, last = 0;
     train(v, 2, 1, &first);
     train(v, 2, 250, &last);
@@ -118,7 +120,8 @@ TEST_CASE("bert: overfits one MLM batch, with every attention variant", "[model]
 TEST_CASE("bert: bad inputs and configs are errors naming the problem", "[model]") {
   EncoderConfig c = tiny(AttnVariant::original);
   c.hidden = 15;
-  CHECK_THROWS_WITH(BertForMaskedLM(c, 42), Catch::Contains("model.hidden") && Catch::Contains("model.heads"));
+  CHECK_THROWS_WITH(BertForMaskedLM(c, 42),
+                    Catch::Contains("model.hidden") && Catch::Contains("model.heads"));
   BertForMaskedLM m(tiny(AttnVariant::original), 42);
   CHECK_THROWS_WITH(m.encode(Tensor::zeros({1, 17}, DType::i32), Tensor(), Tensor(), false, 0),
                     Catch::Contains("max_positions"));

@@ -11,7 +11,8 @@ using namespace saobp::test;
 
 namespace {
 
-DecoderConfig tiny_gpt(AttnVariant variant = AttnVariant::original, PositionKind pos = PositionKind::learned) {
+DecoderConfig tiny_gpt(AttnVariant variant = AttnVariant::original,
+                       PositionKind pos = PositionKind::learned) {
   DecoderConfig c;
   c.vocab = 32, c.n_positions = 16, c.n_embd = 32, c.n_layer = 2, c.n_head = 2, c.n_inner = 128;
   c.dropout = 0;
@@ -35,7 +36,8 @@ std::vector<int32_t> tokens(size_t n, int32_t V, uint32_t seed) {
 Tensor next_token_targets(const std::vector<int32_t>& ids, int64_t B, int64_t T) {
   std::vector<int32_t> t(ids.size(), -100);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i + 1 < T; ++i) t[static_cast<size_t>(b * T + i)] = ids[static_cast<size_t>(b * T + i + 1)];
+    for (int64_t i = 0; i + 1 < T; ++i)
+      t[static_cast<size_t>(b * T + i)] = ids[static_cast<size_t>(b * T + i + 1)];
   return Tensor::from_vector(t, {B, T});
 }
 
@@ -47,8 +49,8 @@ TEST_CASE("gpt2: parameter names and shapes are Hugging Face's", "[model]") {
   DecoderConfig c = tiny_gpt();
   c.vocab = 50, c.n_positions = 12, c.n_embd = 8, c.n_inner = 20;
   GPT2LMHeadModel m(c, 42);
-  std::vector<std::pair<std::string, Shape>> want = {
-      {"transformer.wte.weight", {50, 8}}, {"transformer.wpe.weight", {12, 8}}};
+  std::vector<std::pair<std::string, Shape>> want = {{"transformer.wte.weight", {50, 8}},
+                                                     {"transformer.wpe.weight", {12, 8}}};
   for (int l = 0; l < 2; ++l) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     for (auto e : std::vector<std::pair<std::string, Shape>>{{"ln_1.weight", {8}},
@@ -212,7 +214,8 @@ TEST_CASE("gpt2: f64 finite differences of the whole model's loss", "[model][gra
     const Tensor mask = Tensor::from_vector(km, {B, T});
     m.params().zero_grad();
     m.lm_loss(m.forward(x, mask, false, 0), y).backward();
-    const std::vector<std::string> names = {"transformer.h.0.attn.c_attn.bias", "transformer.h.1.attn.saobp_lambda_rho",
+    const std::vector<std::string> names = {"transformer.h.0.attn.c_attn.bias",
+                                            "transformer.h.1.attn.saobp_lambda_rho",
                                             "transformer.h.1.mlp.c_proj.bias", "transformer.ln_f.weight"};
     NoGradGuard ng;
     const double h = 1e-6;

@@ -41,7 +41,8 @@ TEST_CASE("rope: position 0 is the identity and pair 0 turns by t radians", "[mo
       CHECK(yv[r] == Approx(xv[r] * std::cos(t) - xv[r + 1] * std::sin(t)).margin(1e-14));
       CHECK(yv[r + 1] == Approx(xv[r] * std::sin(t) + xv[r + 1] * std::cos(t)).margin(1e-14));
       // pair 1: θ_1 = base^(-2/4) = 0.01
-      CHECK(yv[r + 2] == Approx(xv[r + 2] * std::cos(0.01 * t) - xv[r + 3] * std::sin(0.01 * t)).margin(1e-14));
+      CHECK(yv[r + 2] ==
+            Approx(xv[r + 2] * std::cos(0.01 * t) - xv[r + 3] * std::sin(0.01 * t)).margin(1e-14));
     }
   }
 }
@@ -74,7 +75,8 @@ TEST_CASE("rope: <rope(q)_t, rope(k)_s> depends only on t - s", "[model]") {
   const auto rk = values(rope_of(repeat_rows(k, T), 10000.0, false));
   auto dot = [&](int64_t t, int64_t s) {
     double d = 0;
-    for (int64_t c = 0; c < HS; ++c) d += rq[static_cast<size_t>(t * HS + c)] * rk[static_cast<size_t>(s * HS + c)];
+    for (int64_t c = 0; c < HS; ++c)
+      d += rq[static_cast<size_t>(t * HS + c)] * rk[static_cast<size_t>(s * HS + c)];
     return d;
   };
   for (int64_t t = 0; t < 8; ++t)

@@ -229,7 +229,8 @@ TEST_CASE("cuda gemm_bias and gemm_rowsum match the CPU's", "[cuda]") {
       for (bool tb : {false, true}) {
         INFO(dtype_name(dt) << " ta=" << ta << " tb=" << tb);
         const int64_t M = 37, K = 45, N = 29;
-        const Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, dt, 41), b = randn(tb ? Shape{N, K} : Shape{K, N}, dt, 42);
+        const Tensor a = randn(ta ? Shape{K, M} : Shape{M, K}, dt, 41),
+                     b = randn(tb ? Shape{N, K} : Shape{K, N}, dt, 42);
         const Tensor bias = randn({N}, dt, 43);
         Tensor c_c = Tensor::empty({M, N}, dt), c_g = Tensor::empty({M, N}, dt, kGpu);
         kern::gemm_bias(a, ta, b, tb, bias, c_c);

@@ -9,10 +9,10 @@
 
 using namespace saobp;
 using Catch::Contains;
+using saobp::test::bitwise_equal;
 using saobp::test::randn;
 using saobp::test::randu;
 using saobp::test::values;
-using saobp::test::bitwise_equal;
 using saobp::test::with_threads;
 
 namespace {
@@ -163,8 +163,10 @@ TEST_CASE("f32 gemm: the bits depend on neither threads, team split, batching no
     int64_t Bc, M, K, N;
     bool ta, tb;
   };
-  const std::vector<Case> cases = {{1, 700, 600, 530, false, true}, {1, 257, 1100, 70, true, false},
-                                   {1, 1600, 40, 300, false, false}, {6, 45, 70, 33, false, true},
+  const std::vector<Case> cases = {{1, 700, 600, 530, false, true},
+                                   {1, 257, 1100, 70, true, false},
+                                   {1, 1600, 40, 300, false, false},
+                                   {6, 45, 70, 33, false, true},
                                    {5, 64, 300, 50, true, true}};
   for (const Case& k : cases) {
     INFO("Bc " << k.Bc << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb);
@@ -206,9 +208,11 @@ TEST_CASE("gemm_bias: the bits of filling c with the bias, then gemm with beta =
     bool ta, tb;
   };
   for (DType dt : {DType::f32, DType::f64})
-    for (const Case& k : {Case{1541, 600, 37, false, true}, Case{29, 300, 1037, true, false}, Case{25, 513, 45, false, false},
-                          Case{7, 0, 5, false, true}, Case{64, 1, 3, true, true}}) {
-      INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb);
+    for (const Case& k :
+         {Case{1541, 600, 37, false, true}, Case{29, 300, 1037, true, false}, Case{25, 513, 45, false, false},
+          Case{7, 0, 5, false, true}, Case{64, 1, 3, true, true}}) {
+      INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb "
+                          << k.tb);
       const Tensor a = randn(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, 31, dt);
       const Tensor b = randn(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, 32, dt);
       const Tensor bias = randn({k.N}, 33, dt);
@@ -227,8 +231,10 @@ TEST_CASE("gemm_bias: the bits of filling c with the bias, then gemm with beta =
     }
   const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 5});
   Tensor c = Tensor::zeros({3, 5}), c3 = Tensor::zeros({1, 3, 5});
-  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({4}), c), Contains("[gemm_bias]") && Contains("bias"));
-  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({5}, DType::f64), c), Contains("[gemm_bias]"));
+  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({4}), c),
+              Contains("[gemm_bias]") && Contains("bias"));
+  CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({5}, DType::f64), c),
+              Contains("[gemm_bias]"));
   CHECK_ERROR(kern::gemm_bias(a, false, b, false, Tensor::zeros({5, 2}).slice(1, 0, 1), c),
               Contains("[gemm_bias]") && Contains("bias"));
   CHECK_NOTHROW(kern::gemm_bias(Tensor::zeros({1, 3, 4}), false, b, false, Tensor::zeros({5}), c3));
@@ -245,12 +251,12 @@ TEST_CASE("gemm_rowsum: gemm, and the row sums of op(a) bit for bit as reduce_su
     bool ta, tb;
   };
   for (DType dt : {DType::f32, DType::f64})
-    for (const Case& k : {Case{300, 1300, 70, true, false}, Case{1541, 600, 37, false, true},
-                          Case{29, 2048, 513, true, true}, Case{25, 1100, 45, false, false}, Case{7, 0, 5, true, false},
-                          Case{9, 40, 0, true, false}})
+    for (const Case& k :
+         {Case{300, 1300, 70, true, false}, Case{1541, 600, 37, false, true}, Case{29, 2048, 513, true, true},
+          Case{25, 1100, 45, false, false}, Case{7, 0, 5, true, false}, Case{9, 40, 0, true, false}})
       for (bool accumulate : {false, true}) {
-        INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb " << k.tb
-                            << " accumulate " << accumulate);
+        INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb "
+                            << k.tb << " accumulate " << accumulate);
         const Tensor a = randn(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, 51, dt);
         const Tensor b = randn(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, 52, dt);
         const Tensor c0 = randn({k.M, k.N}, 53, dt), s0 = randn({k.M}, 54, dt);
@@ -271,7 +277,8 @@ TEST_CASE("gemm_rowsum: gemm, and the row sums of op(a) bit for bit as reduce_su
       }
   const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 5});
   Tensor c = Tensor::zeros({3, 5}), s4 = Tensor::zeros({4}), s3d = Tensor::zeros({3}, DType::f64);
-  CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s4, false), Contains("[gemm_rowsum]") && Contains("sums"));
+  CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s4, false),
+              Contains("[gemm_rowsum]") && Contains("sums"));
   CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s3d, false), Contains("[gemm_rowsum]"));
 }
 
@@ -323,7 +330,8 @@ void run_reduce_case(const Shape& ss, const Shape& ds, DType dt, double alpha, b
   const Tensor src = randn(ss, 21, dt);
   Tensor dst = randn(ds, 22, dt);
   const std::vector<double> old = values(dst);
-  std::vector<double> want = reduce_reference(values(src), ss, ds), mag = reduce_reference(values(src), ss, ds);
+  std::vector<double> want = reduce_reference(values(src), ss, ds),
+                      mag = reduce_reference(values(src), ss, ds);
   {
     std::vector<double> a = values(src);
     for (double& v : a) v = std::abs(v);
@@ -342,17 +350,17 @@ void run_reduce_case(const Shape& ss, const Shape& ds, DType dt, double alpha, b
 
 TEST_CASE("reduce_sum_to over leading, trailing, middle, mixed and all dims", "[kernels]") {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{6, 5}, {1, 5}},                 // leading (bias gradient)
-      {{2000, 300}, {1, 300}},          // leading, several column blocks
-      {{6, 5}, {6, 1}},                 // trailing (row sums)
-      {{3, 4, 5}, {1, 4, 1}},           // leading + trailing around a kept middle
-      {{3, 4, 5}, {3, 1, 5}},           // middle
-      {{2, 3, 4, 5}, {1, 3, 1, 5}},     // mixed
-      {{2, 3, 4, 5}, {2, 1, 1, 5}},     // mixed, adjacent
-      {{2, 1, 4, 5}, {1, 1, 4, 1}},     // with a size-1 source dim
-      {{3, 4}, {3, 4}},                 // nothing reduced
-      {{7, 300, 50}, {1, 1, 1}},        // full, more than one 64K chunk
-      {{5}, {1}},                       // full, tiny
+      {{6, 5}, {1, 5}},              // leading (bias gradient)
+      {{2000, 300}, {1, 300}},       // leading, several column blocks
+      {{6, 5}, {6, 1}},              // trailing (row sums)
+      {{3, 4, 5}, {1, 4, 1}},        // leading + trailing around a kept middle
+      {{3, 4, 5}, {3, 1, 5}},        // middle
+      {{2, 3, 4, 5}, {1, 3, 1, 5}},  // mixed
+      {{2, 3, 4, 5}, {2, 1, 1, 5}},  // mixed, adjacent
+      {{2, 1, 4, 5}, {1, 1, 4, 1}},  // with a size-1 source dim
+      {{3, 4}, {3, 4}},              // nothing reduced
+      {{7, 300, 50}, {1, 1, 1}},     // full, more than one 64K chunk
+      {{5}, {1}},                    // full, tiny
   };
   for (DType dt : {DType::f32, DType::f64})
     for (const auto& [ss, ds] : cases) {
@@ -379,11 +387,11 @@ TEST_CASE("binary ops on strided and broadcast inputs", "[kernels]") {
       Tensor a, b;
     };
     const std::vector<Case> cases = {
-        {"transposed + sliced", base.transpose(0, 1), other.slice(0, 1, 5)},              // (4,6)
-        {"row broadcast", base, other.slice(0, 2, 3).slice(1, 0, 4)},                     // (6,4)+(1,4)
-        {"column broadcast", base, other.transpose(0, 1).slice(1, 0, 1)},                 // (6,4)+(6,1)
-        {"outer", base.slice(1, 0, 1), other.slice(0, 0, 1)},                             // (6,1)+(1,6)
-        {"scalar", base, Tensor::full({}, 1.75, dt)},                                     // (6,4)+()
+        {"transposed + sliced", base.transpose(0, 1), other.slice(0, 1, 5)},  // (4,6)
+        {"row broadcast", base, other.slice(0, 2, 3).slice(1, 0, 4)},         // (6,4)+(1,4)
+        {"column broadcast", base, other.transpose(0, 1).slice(1, 0, 1)},     // (6,4)+(6,1)
+        {"outer", base.slice(1, 0, 1), other.slice(0, 0, 1)},                 // (6,1)+(1,6)
+        {"scalar", base, Tensor::full({}, 1.75, dt)},                         // (6,4)+()
         {"scalar first", Tensor::full({1}, -0.5, dt), base.transpose(0, 1)},
         {"expanded stride-0 inner", base.slice(1, 2, 3).expand({6, 5}), other.transpose(0, 1)},
         {"3d broadcast", base.view({2, 3, 4}), other.slice(0, 0, 3).slice(1, 0, 1).unsqueeze(0)},
@@ -401,10 +409,18 @@ TEST_CASE("binary ops on strided and broadcast inputs", "[kernels]") {
           const double x = bcast_at(av, c.a.shape(), idx), y = bcast_at(bv, c.b.shape(), idx);
           double r = 0;
           switch (op) {
-            case BinaryOp::add: r = x + y; break;
-            case BinaryOp::sub: r = x - y; break;
-            case BinaryOp::mul: r = x * y; break;
-            case BinaryOp::div: r = x / y; break;
+            case BinaryOp::add:
+              r = x + y;
+              break;
+            case BinaryOp::sub:
+              r = x - y;
+              break;
+            case BinaryOp::mul:
+              r = x * y;
+              break;
+            case BinaryOp::div:
+              r = x / y;
+              break;
           }
           want[static_cast<size_t>(i)] = dt == DType::f32 ? static_cast<double>(static_cast<float>(r)) : r;
         }
@@ -415,7 +431,7 @@ TEST_CASE("binary ops on strided and broadcast inputs", "[kernels]") {
   }
   Tensor out = Tensor::empty({2, 3});
   CHECK_ERROR(kern::binary(BinaryOp::add, Tensor::zeros({2, 3}, DType::f64), Tensor::zeros({3}), out),
-                    Contains("[binary]"));
+              Contains("[binary]"));
 }
 
 // ------------------------------------------------------------------- fill / copy / cast / axpby
@@ -571,7 +587,9 @@ TEST_CASE("softmax and log-softmax forward match the definition, with a broadcas
           if (ok(c)) s += std::exp(xv[static_cast<size_t>(r * T + c)] - mx);
         for (int64_t c = 0; c < T; ++c) {
           const double v = xv[static_cast<size_t>(r * T + c)];
-          want[static_cast<size_t>(r * T + c)] = !ok(c) ? 0.0 : log ? v - mx - std::log(s) : std::exp(v - mx) / s;
+          want[static_cast<size_t>(r * T + c)] = !ok(c) ? 0.0
+                                                 : log  ? v - mx - std::log(s)
+                                                        : std::exp(v - mx) / s;
         }
       }
       require_close(values(y), want, 1e-14, 1e-15);

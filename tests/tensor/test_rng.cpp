@@ -40,8 +40,8 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors", "[rng]") {
 TEST_CASE("Philox counter layout: block, word, stream and seed halves", "[rng]") {
   // block(seed, stream, b) puts b in words 0-1 of the counter, stream in words 2-3, seed in the key.
   const uint64_t seed = 0x0123456789abcdefull, stream = 0xfedcba9876543210ull, b = 0x1122334455667788ull;
-  const philox::U4 want = philox::philox4x32_10(
-      {{0x55667788u, 0x11223344u, 0x76543210u, 0xfedcba98u}}, 0x89abcdefu, 0x01234567u);
+  const philox::U4 want =
+      philox::philox4x32_10({{0x55667788u, 0x11223344u, 0x76543210u, 0xfedcba98u}}, 0x89abcdefu, 0x01234567u);
   const philox::U4 got = philox::block(seed, stream, b);
   for (int i = 0; i < 4; ++i) CHECK(got.v[i] == want.v[i]);
   for (uint64_t w = 0; w < 4; ++w) CHECK(philox::word(seed, stream, b * 4 + w) == want.v[w]);
@@ -57,8 +57,8 @@ TEST_CASE("fill_random golden values for seed 42, stream 0", "[rng]") {
   // compared exactly; normal values go through log/cos and get a one-ulp-ish tolerance.)
   const RngKey key{42, 0, 0};
   const std::vector<double> uniform = {
-      0x1.39d5ep-1, 0x1.dfd524p-2, 0x1.2bf5p-4,   0x1.5d0accp-2,
-      0x1.f9b642p-1, 0x1.4ee9bp-2, 0x1.071eb4p-1, 0x1.d13818p-2,
+      0x1.39d5ep-1,  0x1.dfd524p-2, 0x1.2bf5p-4,   0x1.5d0accp-2,
+      0x1.f9b642p-1, 0x1.4ee9bp-2,  0x1.071eb4p-1, 0x1.d13818p-2,
   };
   const std::vector<double> normal = {
       -0x1.f0bcb7534294bp-1, -0x1.3c51a41326fd7p+0, -0x1.2bc05f78273bbp-4, -0x1.1b4e66423843fp+0,
@@ -97,7 +97,8 @@ TEST_CASE("fill_random at an offset equals the tail of a longer draw", "[rng]") 
   }
 }
 
-TEST_CASE("uniform draws lie in the half-open range from a to b, normal draws have the requested moments", "[rng]") {
+TEST_CASE("uniform draws lie in the half-open range from a to b, normal draws have the requested moments",
+          "[rng]") {
   const int64_t n = 100000;
   SECTION("uniform [0, 1)") {
     for (DType dt : {DType::f32, DType::f64}) {
@@ -129,7 +130,7 @@ TEST_CASE("uniform draws lie in the half-open range from a to b, normal draws ha
         s += v, s2 += v * v;
       }
       const double mean = s / n, sd = std::sqrt(s2 / n - mean * mean);
-      CHECK(std::abs(mean) < 0.015);      // std error 0.003
+      CHECK(std::abs(mean) < 0.015);          // std error 0.003
       CHECK(sd == Approx(1.0).margin(0.01));  // std error 0.0022
     }
     const auto y = values(draw(RandomKind::normal, DType::f64, n, RngKey{42, 8, 0}, 3.0, 0.5));

@@ -48,7 +48,8 @@ TEST_CASE("creation, metadata and host access", "[tensor]") {
   CHECK(s.numel() == 1);
   CHECK(s.item() == 3.0);
   CHECK(s.item<int32_t>() == 3);
-  CHECK(Tensor::from_vector(std::vector<uint8_t>{1, 0, 1}).to_vector<uint8_t>() == std::vector<uint8_t>{1, 0, 1});
+  CHECK(Tensor::from_vector(std::vector<uint8_t>{1, 0, 1}).to_vector<uint8_t>() ==
+        std::vector<uint8_t>{1, 0, 1});
   CHECK_FALSE(Tensor().defined());
   CHECK(contiguous_strides({2, 3, 4}) == Shape{12, 4, 1});
   CHECK(shape_numel({2, 0, 4}) == 0);
@@ -56,7 +57,7 @@ TEST_CASE("creation, metadata and host access", "[tensor]") {
   CHECK(Device::parse("cuda:1") == Device::cuda(1));
   CHECK_ERROR(Device::parse("tpu"), Contains("[device]") && Contains("tpu"));
   CHECK_ERROR(Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}),
-                    Contains("[from_vector]") && Contains("[2, 2]"));
+              Contains("[from_vector]") && Contains("[2, 2]"));
   CHECK_ERROR(Tensor::empty({2, -1}), Contains("[empty]"));
   CHECK_ERROR(Tensor::zeros({2, 2}).item(), Contains("[item]"));
 }
@@ -278,7 +279,7 @@ TEST_CASE("broadcast_shapes follows numpy and names the op and shapes", "[tensor
   CHECK(broadcast_shapes({}, {2, 3}, "t") == Shape{2, 3});
   CHECK(broadcast_shapes({5, 1}, {1, 6}, "t") == Shape{5, 6});
   CHECK_ERROR(broadcast_shapes({2, 3}, {4}, "add"),
-                    Contains("[add]") && Contains("[2, 3]") && Contains("[4]"));
+              Contains("[add]") && Contains("[2, 3]") && Contains("[4]"));
   CHECK_ERROR(broadcast_shapes({2, 3, 4}, {2, 1, 3}, "mul"), Contains("[mul]"));
 }
 
@@ -286,7 +287,7 @@ TEST_CASE("check helpers name the op", "[tensor]") {
   const Tensor x = Tensor::zeros({2, 3});
   CHECK_NOTHROW(check_shape(x, {2, 3}, "op", "x"));
   CHECK_ERROR(check_shape(x, {3, 2}, "myop", "weight"),
-                    Contains("[myop]") && Contains("weight") && Contains("[3, 2]") && Contains("[2, 3]"));
+              Contains("[myop]") && Contains("weight") && Contains("[3, 2]") && Contains("[2, 3]"));
   CHECK_ERROR(check_shape(Tensor(), {1}, "myop", "bias"), Contains("undefined"));
   CHECK_ERROR(check_dtype(x, DType::i32, "myop", "ids"), Contains("[myop]") && Contains("i32"));
 }

@@ -17,11 +17,12 @@ Var param_with_grad(const std::vector<double>& g) {
 }  // namespace
 
 TEST_CASE("clip: global norm over all parameters, scaled only above the limit", "[train]") {
-  std::vector<Var> ps = {param_with_grad({3.0, 0.0}), param_with_grad({0.0, 4.0, 0.0}), Var(Tensor::zeros({2}), true)};
+  std::vector<Var> ps = {param_with_grad({3.0, 0.0}), param_with_grad({0.0, 4.0, 0.0}),
+                         Var(Tensor::zeros({2}), true)};
   CHECK(global_grad_norm(ps) == Approx(5.0).epsilon(1e-15));
   CHECK(clip_grad_norm(ps, 10.0) == Approx(5.0));  // below the limit: unchanged
   CHECK(ps[0].grad().to_vector<double>()[0] == 3.0);
-  CHECK(clip_grad_norm(ps, 1.0) == Approx(5.0));   // returns the norm before clipping
+  CHECK(clip_grad_norm(ps, 1.0) == Approx(5.0));  // returns the norm before clipping
   CHECK(global_grad_norm(ps) == Approx(1.0).epsilon(1e-6));
   CHECK(ps[1].grad().to_vector<double>()[1] == Approx(0.8).epsilon(1e-6));
 }
@@ -43,7 +44,9 @@ TEST_CASE("adamw: one step equals the update computed by hand", "[train]") {
   opt.step(0.01);
   // Step 1: m = 0.1 g, v = 0.001 g², m̂ = g, v̂ = g², so the update is lr · g/(|g| + eps) = ±lr
   // (to 1e-7), after decay p *= 1 - lr·wd for the matrix only.
-  auto expect = [](double p, double g, double wd) { return p * (1 - 0.01 * wd) - 0.01 * g / (std::abs(g) + 1e-8); };
+  auto expect = [](double p, double g, double wd) {
+    return p * (1 - 0.01 * wd) - 0.01 * g / (std::abs(g) + 1e-8);
+  };
   const auto wv = w.data().to_vector<double>();
   CHECK(wv[0] == Approx(expect(1.0, 0.1, 0.1)).epsilon(1e-14));
   CHECK(wv[1] == Approx(expect(-2.0, -0.3, 0.1)).epsilon(1e-14));

@@ -29,7 +29,8 @@ std::string temp_dir(const std::string& name) {
 void write_corpus(const std::string& path, int variant = 0) {
   const char* subjects[] = {"the cat", "a dog", "my old friend", "the river", "every café", "this machine"};
   const char* verbs[] = {"sees", "likes", "follows", "remembers", "builds", "crosses"};
-  const char* objects[] = {"the moon", "a small boat", "the naïve plan", "green apples", "the long road", "a song"};
+  const char* objects[] = {"the moon",     "a small boat",  "the naïve plan",
+                           "green apples", "the long road", "a song"};
   std::ofstream out(path);
   for (int d = 0; d < 300; ++d) {
     out << subjects[d % 6] << ' ' << verbs[(d / 6) % 6] << ' ' << objects[(d / 36 + variant) % 6] << ".\n";
@@ -39,13 +40,15 @@ void write_corpus(const std::string& path, int variant = 0) {
 
 RunConfig corpus_config(const std::string& run_dir, const std::string& corpus, const std::string& family,
                         std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"model.family=" + family, "model.preset=custom", "model.vocab_size=320",
-                                "model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64",
-                                "model.max_positions=32", "model.attention=bp_high", "train.seq_len=24",
-                                "train.batch_size=4", "train.max_steps=6", "train.warmup_steps=2", "train.lr=3e-3",
-                                "train.eval_every=3", "train.eval_batches=2", "train.log_every=0", "train.save_every=3",
-                                "data.kind=text", "data.path=" + corpus, "data.vocab_size=320",
-                                "data.valid_fraction=0.1", "train.run_dir=" + run_dir};
+  std::vector<std::string> o = {
+      "model.family=" + family,  "model.preset=custom",     "model.vocab_size=320",
+      "model.hidden=32",         "model.layers=2",          "model.heads=2",
+      "model.intermediate=64",   "model.max_positions=32",  "model.attention=bp_high",
+      "train.seq_len=24",        "train.batch_size=4",      "train.max_steps=6",
+      "train.warmup_steps=2",    "train.lr=3e-3",           "train.eval_every=3",
+      "train.eval_batches=2",    "train.log_every=0",       "train.save_every=3",
+      "data.kind=text",          "data.path=" + corpus,     "data.vocab_size=320",
+      "data.valid_fraction=0.1", "train.run_dir=" + run_dir};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_config("", o);
 }
@@ -115,7 +118,8 @@ TEST_CASE("corpus training: vocabulary, cache reuse and invalidation, resume, an
     const DiagnosticsReport again = analyze_checkpoint(final_dir.string(), ao);
     CHECK(again.to_json() == r.to_json());  // deterministic
     CHECK(r.skip_rate.empty());
-    ao.overrides = {"model.skip_sinky_heads=true", "model.skip_head_fraction=0.0", "model.skip_peak_tau=0.01"};
+    ao.overrides = {"model.skip_sinky_heads=true", "model.skip_head_fraction=0.0",
+                    "model.skip_peak_tau=0.01"};
     const DiagnosticsReport skipping = analyze_checkpoint(final_dir.string(), ao);
     CHECK(skipping.skip_rate == std::vector<double>{1.0, 1.0});  // every row max > 0.01: all skipped
     const Inspection in = inspect_checkpoint(final_dir.string(), "the cat sees the moon", {});
@@ -146,8 +150,9 @@ TEST_CASE("corpus training: bad corpus and vocabulary files are named", "[train]
   const std::string vocab = dir + "/vocab.txt";
   std::ofstream(vocab) << "[PAD]\n[UNK]\nhello\n";
   write_corpus(dir + "/ok.txt");
-  CHECK_THROWS_WITH(train(corpus_config(dir + "/run2", dir + "/ok.txt", "bert", {"data.vocab=" + vocab}), quiet),
-                    Catch::Contains("[CLS]"));
+  CHECK_THROWS_WITH(
+      train(corpus_config(dir + "/run2", dir + "/ok.txt", "bert", {"data.vocab=" + vocab}), quiet),
+      Catch::Contains("[CLS]"));
   fs::remove_all(dir);
 }
 

@@ -30,7 +30,8 @@ std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& 
   if (o.data == "synthetic") return ov.push_back("data.kind=synthetic"), ov;
   const size_t colon = o.data.find(':');
   if (colon == std::string::npos || colon == 0)
-    fail("analyze", "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
+    fail("analyze",
+         "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
          o.data);
   ov.push_back("data.kind=" + o.data.substr(0, colon));
   ov.push_back("data.path=" + o.data.substr(colon + 1));
@@ -49,15 +50,17 @@ int run_analyze(const AnalyzeCli& o) {
   const DiagnosticsReport r = analyze_checkpoint(o.checkpoint, opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   write_analysis(r, o.checkpoint, out);
-  fmt::print("analyze: {} samples of {} in {:.1f} s ({} layers x {} heads); A = softmax, B = refined\n", r.samples,
-             o.checkpoint, secs, r.layers, r.heads);
-  fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "layer", "H(A)", "H(B)", "GTD(A)",
-             "GTD(B)", "Hind(B)", "sparse(B)", "CC(B)", "BC(B)", "sinky(B)", "xGTD(B)");
+  fmt::print("analyze: {} samples of {} in {:.1f} s ({} layers x {} heads); A = softmax, B = refined\n",
+             r.samples, o.checkpoint, secs, r.layers, r.heads);
+  fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "layer", "H(A)", "H(B)",
+             "GTD(A)", "GTD(B)", "Hind(B)", "sparse(B)", "CC(B)", "BC(B)", "sinky(B)", "xGTD(B)");
   for (int64_t l = 0; l < r.layers; ++l) {
-    const HeadDiagnostics &a = r.attn.layers[static_cast<size_t>(l)], &b = r.probs.layers[static_cast<size_t>(l)];
-    fmt::print("{:>5} {:>9.4f} {:>9.4f} {:>7.4f} {:>7.4f} {:>9.4f} {:>9.4f} {:>8.4f} {:>8.2f} {:>8.3f} {:>7.4f}\n", l,
-               a.entropy, b.entropy, a.gtd, b.gtd, b.indirect_entropy, b.sparsity, b.clustering, b.betweenness,
-               b.sinky_rate, r.probs.cross_gtd[static_cast<size_t>(l)]);
+    const HeadDiagnostics &a = r.attn.layers[static_cast<size_t>(l)],
+                          &b = r.probs.layers[static_cast<size_t>(l)];
+    fmt::print(
+        "{:>5} {:>9.4f} {:>9.4f} {:>7.4f} {:>7.4f} {:>9.4f} {:>9.4f} {:>8.4f} {:>8.2f} {:>8.3f} {:>7.4f}\n",
+        l, a.entropy, b.entropy, a.gtd, b.gtd, b.indirect_entropy, b.sparsity, b.clustering, b.betweenness,
+        b.sinky_rate, r.probs.cross_gtd[static_cast<size_t>(l)]);
   }
   if (!r.skip_rate.empty()) {
     fmt::print("head skip: fraction of (sample, head) pairs skipped per layer:");
@@ -93,7 +96,8 @@ int run_inspect(const InspectCli& o) {
     for (int64_t h = 0; h < NH; ++h) {
       double amax = 0, bmax = 0;
       for (int64_t k = 0; k < T * T; ++k)
-        amax = std::max(amax, av[static_cast<size_t>(h * T * T + k)]), bmax = std::max(bmax, bv[static_cast<size_t>(h * T * T + k)]);
+        amax = std::max(amax, av[static_cast<size_t>(h * T * T + k)]),
+        bmax = std::max(bmax, bv[static_cast<size_t>(h * T * T + k)]);
       fmt::print("  head {} max A {:.3f} B {:.3f}", h, amax, bmax);
     }
     fmt::print("\n");
@@ -107,7 +111,8 @@ int run_inspect(const InspectCli& o) {
 
 void register_analyze(CLI::App& app) {
   static AnalyzeCli a;
-  CLI::App* sub = app.add_subcommand("analyze", "Attention diagnostics of a checkpoint (entropy, GTD, sparsity, CC/BC, sinks)");
+  CLI::App* sub = app.add_subcommand(
+      "analyze", "Attention diagnostics of a checkpoint (entropy, GTD, sparsity, CC/BC, sinks)");
   sub->add_option("--checkpoint", a.checkpoint, "checkpoint directory")->required();
   sub->add_option("--data", a.data, "valid (its held-out split), synthetic, or KIND:PATH of a corpus");
   sub->add_option("--samples", a.samples, "held-out sequences averaged")->check(CLI::PositiveNumber);
@@ -117,7 +122,8 @@ void register_analyze(CLI::App& app) {
   add_command(sub, [] { return run_analyze(a); });
 
   static InspectCli i;
-  CLI::App* ins = app.add_subcommand("inspect", "One input through a checkpoint: tokens, A and B per layer, hidden states, logits");
+  CLI::App* ins = app.add_subcommand(
+      "inspect", "One input through a checkpoint: tokens, A and B per layer, hidden states, logits");
   ins->add_option("--checkpoint", i.checkpoint, "checkpoint directory")->required();
   ins->add_option("--text", i.text, "text, tokenized with the checkpoint's tokenizer");
   ins->add_option("--ids", i.ids, "token ids, comma-separated")->delimiter(',');

@@ -76,7 +76,8 @@ enum class Head { mlm, lm, classifier };
 // gradients), hence the factor 6 = 3 x 2. Elementwise work (GELU, LayerNorm, softmax, dropout,
 // AdamW) is not counted. `head_rows` is the number of rows the head is computed on (masked
 // positions, every position, or the [CLS] rows); `labels` the classifier's outputs.
-std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens, double head_rows, double labels) {
+std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens, double head_rows,
+                                 double labels) {
   const ModelSection& m = cfg.model;
   const double C = static_cast<double>(m.hidden), I = static_cast<double>(m.intermediate);
   const double L = static_cast<double>(m.layers), V = static_cast<double>(m.vocab_size);
@@ -86,24 +87,29 @@ std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens,
   t.push_back({"blocks (q,k,v,out,fc1,fc2 weights)",
                fmt::format("6 * L(4C^2 + 2CI) * tokens = 6 * {:.0f} * {:.0f}", block_weights, tokens),
                6 * block_weights * tokens});
-  t.push_back({"attention (QK^T, AV; full TxT)", fmt::format("6 * 2 * L*T*C * tokens = 12 * {:.0f}*{:.0f}*{:.0f} * {:.0f}",
-                                                             L, T, C, tokens),
+  t.push_back({"attention (QK^T, AV; full TxT)",
+               fmt::format("6 * 2 * L*T*C * tokens = 12 * {:.0f}*{:.0f}*{:.0f} * {:.0f}", L, T, C, tokens),
                12 * L * T * C * tokens});
   switch (head) {
     case Head::mlm:
-      t.push_back({"MLM transform (dense CxC)", fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.1f}", C * C, head_rows),
+      t.push_back({"MLM transform (dense CxC)",
+                   fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.1f}", C * C, head_rows),
                    6 * C * C * head_rows});
-      t.push_back({"MLM decoder (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
+      t.push_back({"MLM decoder (tied, CxV)",
+                   fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
                    6 * C * V * head_rows});
       break;
     case Head::lm:
-      t.push_back({"LM head (tied, CxV)", fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
+      t.push_back({"LM head (tied, CxV)",
+                   fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
                    6 * C * V * head_rows});
       break;
     case Head::classifier:
-      t.push_back({"pooler (dense CxC)", fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.0f}", C * C, head_rows),
+      t.push_back({"pooler (dense CxC)",
+                   fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.0f}", C * C, head_rows),
                    6 * C * C * head_rows});
-      t.push_back({"classifier (CxK)", fmt::format("6 * C*K * rows = 6 * {:.0f} * {:.0f}", C * labels, head_rows),
+      t.push_back({"classifier (CxK)",
+                   fmt::format("6 * C*K * rows = 6 * {:.0f} * {:.0f}", C * labels, head_rows),
                    6 * C * labels * head_rows});
       break;
   }
@@ -125,7 +131,8 @@ CpuTimes read_cpu_times() {
   std::string name;
   if (!(f >> name) || name != "cpu") return t;
   double v;
-  for (int i = 0; i < 10 && (f >> v); ++i) {  // user nice system idle iowait irq softirq steal guest guest_nice
+  for (int i = 0; i < 10 && (f >> v);
+       ++i) {  // user nice system idle iowait irq softirq steal guest guest_nice
     if (i < 8) t.total += v;
     if (i < 3 || i == 5 || i == 6) t.busy += v;
     if (i == 7) t.steal = v, t.ok = true;
@@ -208,13 +215,14 @@ void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
   b.hi = *std::max_element(b.times.begin(), b.times.end());
   b.terms = step_flops(cfg, b.head, static_cast<double>(tokens), b.head_rows, b.labels);
   b.flops = 0;
-  const char* rows = b.head == Head::mlm ? "masked positions, mean over the timed steps"
+  const char* rows = b.head == Head::mlm  ? "masked positions, mean over the timed steps"
                      : b.head == Head::lm ? "all positions"
                                           : "the [CLS] rows";
   fmt::print("{}", b.title.empty() ? "" : "== " + b.title + "\n");
-  fmt::print("FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted;\n"
-             "  tokens = {}, head rows = {:.1f} {}):\n",
-             tokens, b.head_rows, rows);
+  fmt::print(
+      "FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted;\n"
+      "  tokens = {}, head rows = {:.1f} {}):\n",
+      tokens, b.head_rows, rows);
   for (const FlopTerm& t : b.terms) {
     fmt::print("  {:<36} {:<58} = {:.4g}\n", t.name, t.formula, t.flops);
     b.flops += t.flops;
@@ -228,7 +236,8 @@ void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
 
 nlohmann::json figures_json(const StepBench& b, int64_t tokens) {
   nlohmann::json terms = nlohmann::json::array();
-  for (const FlopTerm& t : b.terms) terms.push_back({{"name", t.name}, {"formula", t.formula}, {"flops", t.flops}});
+  for (const FlopTerm& t : b.terms)
+    terms.push_back({{"name", t.name}, {"formula", t.formula}, {"flops", t.flops}});
   return {{"steps", b.times.size()},
           {"ms_per_step_median", 1e3 * b.med},
           {"ms_per_step_min", 1e3 * b.lo},
@@ -274,7 +283,8 @@ void write_sst2_folder(const fs::path& dir, int64_t V, int64_t T, int64_t rows, 
     std::string tsv = "sentence\tlabel\n";
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t k = 0; k < T - 2; ++k)
-        tsv += fmt::format("{}w{}", k ? " " : "", 5 + static_cast<int64_t>(rng() % static_cast<uint64_t>(V - 5)));
+        tsv += fmt::format("{}w{}", k ? " " : "",
+                           5 + static_cast<int64_t>(rng() % static_cast<uint64_t>(V - 5)));
       tsv += fmt::format("\t{}\n", rng() % 2);
     }
     return tsv;
@@ -293,7 +303,8 @@ int run_bench(const BenchCli& o) {
   const TrainSection& tc = cfg.train;
   const bool bert = cfg.model.family == "bert", ft = !o.finetune.empty();
   if (ft && o.finetune != "glue/sst2")
-    fail("bench", "--finetune {}: the fine-tuning bench times glue/sst2 (BERT sequence classification)", o.finetune);
+    fail("bench", "--finetune {}: the fine-tuning bench times glue/sst2 (BERT sequence classification)",
+         o.finetune);
   if (ft && !bert)
     fail("bench", "--finetune {}: model.family is {}; the fine-tuning bench times a BERT encoder", o.finetune,
          cfg.model.family);
@@ -304,8 +315,10 @@ int run_bench(const BenchCli& o) {
   // The pretraining step (always: alone, or beside the fine-tuning step as its reference).
   std::unique_ptr<BertForMaskedLM> enc;
   std::unique_ptr<GPT2LMHeadModel> dec;
-  if (bert) enc = std::make_unique<BertForMaskedLM>(encoder_config(cfg), tc.seed);
-  else dec = std::make_unique<GPT2LMHeadModel>(decoder_config(cfg), tc.seed);
+  if (bert)
+    enc = std::make_unique<BertForMaskedLM>(encoder_config(cfg), tc.seed);
+  else
+    dec = std::make_unique<GPT2LMHeadModel>(decoder_config(cfg), tc.seed);
   ParamStore& params = bert ? enc->params() : dec->params();
   AdamW adam(params.all(), adamw_config(cfg));
   std::vector<MlmBatch> mb;
@@ -320,11 +333,12 @@ int run_bench(const BenchCli& o) {
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       const int64_t index = s * tc.grad_accum + micro;
       if (bert) {
-        mb.push_back(synthetic_mlm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream, index,
-                                         cfg.data.mlm_probability));
+        mb.push_back(synthetic_mlm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream,
+                                         index, cfg.data.mlm_probability));
         for (int32_t y : mb.back().labels.to_vector<int32_t>()) rows += y != -100;
       } else {
-        cb.push_back(synthetic_clm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream, index));
+        cb.push_back(
+            synthetic_clm_batch(tc.batch_size, tc.seq_len, cfg.model.vocab_size, tc.seed, kStream, index));
         rows += static_cast<double>(tc.batch_size * tc.seq_len);  // the head runs on every position
       }
     }
@@ -335,8 +349,9 @@ int run_bench(const BenchCli& o) {
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       const uint64_t dstep = static_cast<uint64_t>(step * tc.grad_accum + micro);
       const size_t m = static_cast<size_t>(micro);
-      Var l = bert ? enc->mlm_loss(enc->encode(mb[m].ids, Tensor(), mb[m].key_mask, true, dstep), mb[m].labels)
-                   : dec->lm_loss(dec->forward(cb[m].ids, cb[m].key_mask, true, dstep), cb[m].targets);
+      Var l = bert
+                  ? enc->mlm_loss(enc->encode(mb[m].ids, Tensor(), mb[m].key_mask, true, dstep), mb[m].labels)
+                  : dec->lm_loss(dec->forward(cb[m].ids, cb[m].key_mask, true, dstep), cb[m].targets);
       loss_sum += l.data().item();
       scale(l, 1.0 / tc.grad_accum).backward();
     }
@@ -368,7 +383,8 @@ int run_bench(const BenchCli& o) {
         const std::vector<uint8_t> m = last_mask.to_vector<uint8_t>();
         if (last_mask.size(0) != tc.batch_size || last_mask.size(1) != tc.seq_len ||
             std::find(m.begin(), m.end(), uint8_t{0}) != m.end())
-          fail("bench", "--finetune: a batch of shape ({},{}) with padding; expected ({},{}) rows of full length",
+          fail("bench",
+               "--finetune: a batch of shape ({},{}) with padding; expected ({},{}) rows of full length",
                last_mask.size(0), last_mask.size(1), tc.batch_size, tc.seq_len);
       }
       return static_cast<double>(tc.batch_size * tc.grad_accum);
@@ -387,21 +403,25 @@ int run_bench(const BenchCli& o) {
   }
 
   const int64_t pre_params = count_params(params);
-  fmt::print("bench: {} {} ({} parameters{}), attention {}, B={} T={} grad_accum={} ({} tokens/step), {} OpenMP "
-             "threads, f32\n",
-             cfg.model.family, cfg.model.preset, pre_params,
-             ft ? fmt::format(" with the MLM head, {} with the classification head", count_params(task->params()))
-                : "",
-             variant_name(cfg.model.attention), tc.batch_size, tc.seq_len, tc.grad_accum, tokens,
-             omp_get_max_threads());
+  fmt::print(
+      "bench: {} {} ({} parameters{}), attention {}, B={} T={} grad_accum={} ({} tokens/step), {} OpenMP "
+      "threads, f32\n",
+      cfg.model.family, cfg.model.preset, pre_params,
+      ft ? fmt::format(" with the MLM head, {} with the classification head", count_params(task->params()))
+         : "",
+      variant_name(cfg.model.attention), tc.batch_size, tc.seq_len, tc.grad_accum, tokens,
+      omp_get_max_threads());
   if (ft)
-    fmt::print("fine-tuning: the {} task's own step (make_task, data.kind \"benchmark\") on generated rows of exactly "
-               "T = {} tokens ([CLS], {} random words, [SEP]; no padding; token types 0), random labels{}\n",
-               o.finetune, tc.seq_len, tc.seq_len - 2,
-               o.skip_pretrain ? "" : "; timed steps interleaved with the pretraining step's at the same B and T");
-  fmt::print("{}batches: the synthetic source's (data.kind '{}' is not read: only the shapes matter here){}\n",
-             ft ? "pretraining " : "", cfg.data.kind,
-             cfg.model.attention == AttnVariant::original ? "" : "; FLOPs below count standard attention");
+    fmt::print(
+        "fine-tuning: the {} task's own step (make_task, data.kind \"benchmark\") on generated rows of "
+        "exactly "
+        "T = {} tokens ([CLS], {} random words, [SEP]; no padding; token types 0), random labels{}\n",
+        o.finetune, tc.seq_len, tc.seq_len - 2,
+        o.skip_pretrain ? "" : "; timed steps interleaved with the pretraining step's at the same B and T");
+  fmt::print(
+      "{}batches: the synthetic source's (data.kind '{}' is not read: only the shapes matter here){}\n",
+      ft ? "pretraining " : "", cfg.data.kind,
+      cfg.model.attention == AttnVariant::original ? "" : "; FLOPs below count standard attention");
 
   std::vector<StepBench*> benches;
   if (ft) benches.push_back(&fine);
@@ -410,16 +430,17 @@ int run_bench(const BenchCli& o) {
   const auto [cpu0, cpu1] = time_steps(benches, o.warmup, o.steps);
   const double steal = steal_fraction(cpu0, cpu1), others = others_fraction(cpu0, cpu1);
   for (StepBench* b : benches) report(*b, cfg, tokens, o.warmup);
-  const double ratio = ft && with_pre ? pre.med / fine.med : 0;  // same tokens per step: the ratio of tokens/s
+  const double ratio =
+      ft && with_pre ? pre.med / fine.med : 0;  // same tokens per step: the ratio of tokens/s
   if (ft && with_pre)
     fmt::print("fine-tuning / pretraining tokens/s: {:.3f} ({:.0f} / {:.0f})\n", ratio,
                static_cast<double>(tokens) / fine.med, static_cast<double>(tokens) / pre.med);
   if (steal >= 0)
-    fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n", 100 * steal,
-               steal > 0.05 ? " (a busy host: these times are not representative)" : "");
+    fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n",
+               100 * steal, steal > 0.05 ? " (a busy host: these times are not representative)" : "");
   if (others >= 0)
-    fmt::print("machine: {:.1f}% of CPU time used by other processes during the timed steps{}\n", 100 * others,
-               others > 0.05 ? " (a busy machine: these times are not representative)" : "");
+    fmt::print("machine: {:.1f}% of CPU time used by other processes during the timed steps{}\n",
+               100 * others, others > 0.05 ? " (a busy machine: these times are not representative)" : "");
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
     nlohmann::json j = {{"tool", "saobp"},
@@ -451,18 +472,22 @@ int run_bench(const BenchCli& o) {
 
 void register_bench(CLI::App& app) {
   static BenchCli o;
-  CLI::App* sub = app.add_subcommand("bench", "Time the training step of a run config (tokens/s, ms/step, GFLOP/s)");
+  CLI::App* sub =
+      app.add_subcommand("bench", "Time the training step of a run config (tokens/s, ms/step, GFLOP/s)");
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
-  sub->add_option("--finetune", o.finetune,
-                  "time the fine-tuning step of this task (glue/sst2) on the config's model and B, T, next to its "
-                  "pretraining step");
+  sub->add_option(
+      "--finetune", o.finetune,
+      "time the fine-tuning step of this task (glue/sst2) on the config's model and B, T, next to its "
+      "pretraining step");
   sub->add_flag("--skip-pretrain", o.skip_pretrain,
                 "with --finetune: time only the fine-tuning step (no pretraining reference; for profiling)");
   sub->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")->check(CLI::Range(20, 1 << 30));
+  sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")
+      ->check(CLI::Range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
-  sub->add_flag("--print-config", o.print_config, "print the resolved config as TOML and exit (bench_pytorch.py)");
+  sub->add_flag("--print-config", o.print_config,
+                "print the resolved config as TOML and exit (bench_pytorch.py)");
   add_command(sub, [] { return run_bench(o); });
 }
 

@@ -33,7 +33,8 @@ Tensor random_tensor(const Shape& s, uint64_t stream) {
 }
 
 // Eigen baseline GFLOP/s per (M, N, K, batch), or empty when the executable is absent.
-std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> eigen_baseline(const std::vector<GemmShape>& shapes) {
+std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> eigen_baseline(
+    const std::vector<GemmShape>& shapes) {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> out;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "saobp_eigen_baseline";
   if (!std::filesystem::exists(exe)) return out;
@@ -53,28 +54,32 @@ std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> eigen_baseline(
 
 // Attention forward + backward of every variant at B·NH = 128, HS = 64 (fused kernels).
 void bench_attention() {
-  fmt::print("\n{:<12} {:>5} {:>12} {:>12} {:>12} {:>14}\n", "attention", "T", "fwd ms", "bwd ms", "fwd+bwd ms",
-             "vs original");
+  fmt::print("\n{:<12} {:>5} {:>12} {:>12} {:>12} {:>14}\n", "attention", "T", "fwd ms", "bwd ms",
+             "fwd+bwd ms", "vs original");
   const int64_t B = 16, NH = 8, HS = 64;
   for (int64_t T : {128, 256, 512}) {
     double base = 0;
-    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
+    for (AttnVariant v :
+         {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low, AttnVariant::bp_elemmul}) {
       const bool bp = v == AttnVariant::bp_high || v == AttnVariant::bp_low;
-      Tensor q = random_tensor({B, NH, T, HS}, 11), k = random_tensor({B, NH, T, HS}, 12), vv = random_tensor({B, NH, T, HS}, 13);
+      Tensor q = random_tensor({B, NH, T, HS}, 11), k = random_tensor({B, NH, T, HS}, 12),
+             vv = random_tensor({B, NH, T, HS}, 13);
       Tensor g = random_tensor({B, NH, T, HS}, 14), lam = Tensor::full({NH}, 0.2);
       Tensor out = q.empty_like(), probs = Tensor::empty({B, NH, T, T}), saved, aux;
       if (bp) saved = Tensor::empty({1, B, NH, T, T});
-      if (v == AttnVariant::bp_elemmul) saved = Tensor::empty({1, B, NH, T, T}), aux = Tensor::empty({B, NH, T});
+      if (v == AttnVariant::bp_elemmul)
+        saved = Tensor::empty({1, B, NH, T, T}), aux = Tensor::empty({B, NH, T});
       Tensor gq = q.zeros_like(), gk = q.zeros_like(), gv = q.zeros_like(), gl = lam.zeros_like();
       const AttnParams p{v, false, 1, 0.125};
       const int reps = v == AttnVariant::bp_elemmul && T >= 256 ? 3 : 7;
-      const double f = bench::median_seconds([&] { kern::attention_forward(q, k, vv, Tensor(), lam, p, out, probs, saved, aux); }, reps);
-      const double b = bench::median_seconds([&] {
-        kern::attention_backward(q, k, vv, Tensor(), lam, p, probs, saved, aux, g, gq, gk, gv, gl);
-      }, reps);
+      const double f = bench::median_seconds(
+          [&] { kern::attention_forward(q, k, vv, Tensor(), lam, p, out, probs, saved, aux); }, reps);
+      const double b = bench::median_seconds(
+          [&] { kern::attention_backward(q, k, vv, Tensor(), lam, p, probs, saved, aux, g, gq, gk, gv, gl); },
+          reps);
       if (v == AttnVariant::original) base = f + b;
-      fmt::print("{:<12} {:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>13.2f}x\n", variant_name(v), T, 1e3 * f, 1e3 * b,
-                 1e3 * (f + b), (f + b) / base);
+      fmt::print("{:<12} {:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>13.2f}x\n", variant_name(v), T, 1e3 * f,
+                 1e3 * b, 1e3 * (f + b), (f + b) / base);
     }
   }
 }
@@ -118,13 +123,11 @@ int run_bench_kernels(bool skip_baseline) {
     const int64_t N = 4096, C = 256;
     Tensor x = random_tensor({N, C}, 3), w = random_tensor({C}, 4), b = random_tensor({C}, 5);
     Tensor y = x.empty_like(), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
-    row("layernorm fwd (4096x256)", 2.0 * N * C * 4, bench::median_seconds([&] {
-          kern::layernorm_forward(x, w, b, 1e-5, y, mean, rstd);
-        }));
+    row("layernorm fwd (4096x256)", 2.0 * N * C * 4,
+        bench::median_seconds([&] { kern::layernorm_forward(x, w, b, 1e-5, y, mean, rstd); }));
     Tensor gy = random_tensor({N, C}, 6), gx = x.zeros_like(), gw = w.zeros_like(), gb = b.zeros_like();
-    row("layernorm bwd (4096x256)", 3.0 * N * C * 4, bench::median_seconds([&] {
-          kern::layernorm_backward(x, w, mean, rstd, gy, gx, gw, gb);
-        }));
+    row("layernorm bwd (4096x256)", 3.0 * N * C * 4,
+        bench::median_seconds([&] { kern::layernorm_backward(x, w, mean, rstd, gy, gx, gw, gb); }));
   }
   for (int64_t T : {128, 512}) {
     const int64_t R = 128 * T;
@@ -149,8 +152,8 @@ int run_bench_kernels(bool skip_baseline) {
 
 void register_bench_kernels(CLI::App& app) {
   static bool skip_baseline = false;
-  CLI::App* sub = app.add_subcommand("bench-kernels",
-                                     "Benchmark GEMM, LayerNorm, softmax and attention against the FMA peak and Eigen");
+  CLI::App* sub = app.add_subcommand(
+      "bench-kernels", "Benchmark GEMM, LayerNorm, softmax and attention against the FMA peak and Eigen");
   sub->add_flag("--no-baseline", skip_baseline, "skip the Eigen baseline");
   sub->add_flag("!--no-attention", attention_bench, "skip the attention variants");
   add_command(sub, [] { return run_bench_kernels(skip_baseline); });

@@ -36,9 +36,10 @@ void make_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, uint64_t step, T
 
 int run_bench_step(const StepBenchOptions& o) {
   for (const std::string& name : o.variants) parse_variant(name);  // reject typos before any work
-  fmt::print("bench-step: BERT-Mini MLM training step, B={} T={} ({} tokens/step), {} OpenMP threads, f32\n", o.batch,
-             o.T, o.batch * o.T, omp_get_max_threads());
-  fmt::print("{:<12} {:>10} {:>12} {:>12} {:>12}\n", "attention", "ms/step", "tokens/s", "vs original", "loss");
+  fmt::print("bench-step: BERT-Mini MLM training step, B={} T={} ({} tokens/step), {} OpenMP threads, f32\n",
+             o.batch, o.T, o.batch * o.T, omp_get_max_threads());
+  fmt::print("{:<12} {:>10} {:>12} {:>12} {:>12}\n", "attention", "ms/step", "tokens/s", "vs original",
+             "loss");
   double base = 0;
   for (const std::string& name : o.variants) {
     EncoderConfig cfg = bert_mini();
@@ -51,7 +52,8 @@ int run_bench_step(const StepBenchOptions& o) {
     double loss = 0;
     for (int s = 0; s < o.warmup + o.steps; ++s) {
       Tensor ids, labels;
-      make_batch(o.batch, o.T, cfg.vocab, static_cast<uint64_t>(o.seed), static_cast<uint64_t>(s), ids, labels);
+      make_batch(o.batch, o.T, cfg.vocab, static_cast<uint64_t>(o.seed), static_cast<uint64_t>(s), ids,
+                 labels);
       const auto t0 = std::chrono::steady_clock::now();
       Var l = model.mlm_loss(model.encode(ids, Tensor(), Tensor(), true, static_cast<uint64_t>(s)), labels);
       l.backward();
@@ -64,8 +66,8 @@ int run_bench_step(const StepBenchOptions& o) {
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     const double med = times[times.size() / 2];
     if (name == "original" || base == 0) base = med;
-    fmt::print("{:<12} {:>10.1f} {:>12.0f} {:>11.3f}x {:>12.4f}\n", name, 1e3 * med, o.batch * o.T / med, med / base,
-               loss);
+    fmt::print("{:<12} {:>10.1f} {:>12.0f} {:>11.3f}x {:>12.4f}\n", name, 1e3 * med, o.batch * o.T / med,
+               med / base, loss);
   }
   return 0;
 }
@@ -74,7 +76,8 @@ int run_bench_step(const StepBenchOptions& o) {
 
 void register_bench_step(CLI::App& app) {
   static StepBenchOptions o;
-  CLI::App* sub = app.add_subcommand("bench-step", "Time BERT-Mini training steps for each attention variant");
+  CLI::App* sub =
+      app.add_subcommand("bench-step", "Time BERT-Mini training steps for each attention variant");
   sub->add_option("--T", o.T, "sequence length")->check(CLI::PositiveNumber);
   sub->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", o.warmup, "untimed steps")->check(CLI::NonNegativeNumber);

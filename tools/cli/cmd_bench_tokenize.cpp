@@ -83,22 +83,29 @@ int run_bench_tokenize(const BenchTokCli& o) {
     const double c0 = thread_cpu_s();
     ntok = 0;
     for (const auto c : cs) ntok += static_cast<int64_t>(tok.encode(c).size());
-    return Timing{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), thread_cpu_s() - c0};
+    return Timing{std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  thread_cpu_s() - c0};
   };
   const std::unique_ptr<Tokenizer> cold = load_tokenizer(o.tokenizer);
   int64_t n_cold = 0, n_all = 0;
   const Timing s_cold = run(*cold, distinct, n_cold);
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(o.tokenizer);
   const Timing s_all = run(*tok, chunks, n_all);
-  const double mb_cold = static_cast<double>(base.size()) / 1e6, mb_all = static_cast<double>(text.size()) / 1e6;
-  fmt::print("{} tokenizer ({} tokens) from {}, 1 thread, {}-byte chunks\n", tok->kind(), tok->vocab_size(), o.tokenizer, o.chunk);
-  fmt::print("  cold caches : {:6.2f} MB, wall {:6.3f} s = {:6.2f} MB/s, thread CPU {:6.3f} s = {:6.2f} MB/s ({} tokens, {:.2f} bytes/token)\n",
-             mb_cold, s_cold.wall, mb_cold / s_cold.wall, s_cold.cpu, mb_cold / s_cold.cpu, n_cold,
-             static_cast<double>(base.size()) / static_cast<double>(std::max<int64_t>(n_cold, 1)));
-  fmt::print("  {:4.1f} MB run : {:6.2f} MB, wall {:6.3f} s = {:6.2f} MB/s, thread CPU {:6.3f} s = {:6.2f} MB/s ({} tokens)\n", o.mb,
-             mb_all, s_all.wall, mb_all / s_all.wall, s_all.cpu, mb_all / s_all.cpu, n_all);
-  fmt::print("  ratio to the 5 MB/s target (wall): cold {:.2f}x, full run {:.2f}x\n", mb_cold / s_cold.wall / 5,
-             mb_all / s_all.wall / 5);
+  const double mb_cold = static_cast<double>(base.size()) / 1e6,
+               mb_all = static_cast<double>(text.size()) / 1e6;
+  fmt::print("{} tokenizer ({} tokens) from {}, 1 thread, {}-byte chunks\n", tok->kind(), tok->vocab_size(),
+             o.tokenizer, o.chunk);
+  fmt::print(
+      "  cold caches : {:6.2f} MB, wall {:6.3f} s = {:6.2f} MB/s, thread CPU {:6.3f} s = {:6.2f} MB/s ({} "
+      "tokens, {:.2f} bytes/token)\n",
+      mb_cold, s_cold.wall, mb_cold / s_cold.wall, s_cold.cpu, mb_cold / s_cold.cpu, n_cold,
+      static_cast<double>(base.size()) / static_cast<double>(std::max<int64_t>(n_cold, 1)));
+  fmt::print(
+      "  {:4.1f} MB run : {:6.2f} MB, wall {:6.3f} s = {:6.2f} MB/s, thread CPU {:6.3f} s = {:6.2f} MB/s ({} "
+      "tokens)\n",
+      o.mb, mb_all, s_all.wall, mb_all / s_all.wall, s_all.cpu, mb_all / s_all.cpu, n_all);
+  fmt::print("  ratio to the 5 MB/s target (wall): cold {:.2f}x, full run {:.2f}x\n",
+             mb_cold / s_cold.wall / 5, mb_all / s_all.wall / 5);
   return 0;
 }
 
@@ -107,7 +114,9 @@ int run_bench_tokenize(const BenchTokCli& o) {
 void register_bench_tokenize(CLI::App& app) {
   static BenchTokCli o;
   CLI::App* sub = app.add_subcommand("bench-tokenize", "Single-threaded tokenizer throughput in MB/s");
-  sub->add_option("--tokenizer", o.tokenizer, "tokenizer folder or file (tokenizer.json, vocab.txt, vocab.json)")->required();
+  sub->add_option("--tokenizer", o.tokenizer,
+                  "tokenizer folder or file (tokenizer.json, vocab.txt, vocab.json)")
+      ->required();
   sub->add_option("files", o.files, "text files or folders")->required();
   sub->add_option("--mb", o.mb, "megabytes to tokenize (the files repeated)");
   sub->add_option("--chunk", o.chunk, "bytes per encode() call (cut at line ends)");

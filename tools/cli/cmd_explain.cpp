@@ -79,7 +79,10 @@ int run_explain(const ExplainOptions& o) {
       f[i][kk] = 1 - c * A[i][kk];
       F[i][kk] = std::log(f[i][kk]);
     }
-  print_matrix("3. message factors f_ik = 1 - c A_ik  (the message M_ik = w S_i + (1-w) A_ik divided by w S_i, S_i = 1)", f);
+  print_matrix(
+      "3. message factors f_ik = 1 - c A_ik  (the message M_ik = w S_i + (1-w) A_ik divided by w S_i, S_i = "
+      "1)",
+      f);
   print_matrix("4. log-factors F_ik = log f_ik  (0 where A is 0)", F);
   std::vector<double> colsum(n, 0.0);
   for (size_t i = 0; i < n; ++i)

@@ -23,8 +23,9 @@ std::string task_list() {
 
 void register_finetune(CLI::App& app) {
   static finetune::FinetuneOptions o;
-  CLI::App* sub = app.add_subcommand(
-      "finetune", "Fine-tune a pretrained model (ours or a Hugging Face folder) on a benchmark; writes RUN_DIR/results.json");
+  CLI::App* sub = app.add_subcommand("finetune",
+                                     "Fine-tune a pretrained model (ours or a Hugging Face folder) on a "
+                                     "benchmark; writes RUN_DIR/results.json");
   sub->add_option("--init", o.init, "the pretrained model folder")->required();
   sub->add_option("--task", o.task, "the benchmark: " + task_list())->required();
   sub->add_option("--data", o.data, "the benchmark's files as distributed (docs/finetune.md)")->required();
@@ -43,7 +44,8 @@ void register_finetune(CLI::App& app) {
 // (one per task; the dev metrics of each), with each task's score.
 void register_glue_score(CLI::App& app) {
   static std::vector<std::string> files;
-  CLI::App* sub = app.add_subcommand("glue-score", "The GLUE average of glue/* results.json files (one per task)");
+  CLI::App* sub =
+      app.add_subcommand("glue-score", "The GLUE average of glue/* results.json files (one per task)");
   sub->add_option("results", files, "results.json files (or run folders holding one)")->required();
   add_command(sub, [] {
     std::map<std::string, nlohmann::json> per_task;
@@ -85,7 +87,8 @@ int run_benchmark_eval(const std::string& checkpoint, const std::string& task, c
     std::string slug = task;
     for (char& c : slug)
       if (c == '/') c = '-';
-    out = (std::filesystem::path("runs/eval") / (slug + (zero_shot ? "-zero-shot" : "")) / "results.json").string();
+    out = (std::filesystem::path("runs/eval") / (slug + (zero_shot ? "-zero-shot" : "")) / "results.json")
+              .string();
   }
   const std::filesystem::path p(out);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

@@ -39,7 +39,8 @@ int run_gradcheck(const GradcheckOptions& o) {
   const bool has_lambda = uses_lambda(cfg.variant);
   if (has_lambda) {
     std::vector<double> lam(static_cast<size_t>(NH));
-    for (int64_t h = 0; h < NH; ++h) lam[static_cast<size_t>(h)] = o.lambda * (1.0 + 0.5 * static_cast<double>(h));
+    for (int64_t h = 0; h < NH; ++h)
+      lam[static_cast<size_t>(h)] = o.lambda * (1.0 + 0.5 * static_cast<double>(h));
     if (o.learnable)
       for (double& l : lam) l = lambda_to_rho(l);
     inputs.push_back(Tensor::from_vector(lam, {NH}));
@@ -49,20 +50,23 @@ int run_gradcheck(const GradcheckOptions& o) {
     std::vector<Var> qkv = split(linear(in[0], in[1]), 2, C);
     Var lam = has_lambda ? (o.learnable ? lambda_learnable(in[3]) : in[3]) : Var();
     Var q = split_heads(qkv[0], NH), k = split_heads(qkv[1], NH), v = split_heads(qkv[2], NH);
-    Var a = o.reference ? attention_reference(q, k, v, key_mask, lam, cfg) : attention(q, k, v, key_mask, lam, cfg);
+    Var a = o.reference ? attention_reference(q, k, v, key_mask, lam, cfg)
+                        : attention(q, k, v, key_mask, lam, cfg);
     return linear(merge_heads(a), in[2]);
   };
-  fmt::print("gradcheck: {} attention ({}), {}, B={} T={} NH={} HS={} steps={}{}, λ={}{}, f64, h=1e-6\n", o.variant,
-             o.reference ? "composite reference" : "fused kernel", o.causal ? "causal decoder" : "encoder", B, T, NH,
-             o.hs, o.steps, o.pad ? fmt::format(", {} padded positions", o.pad) : "", o.lambda,
+  fmt::print("gradcheck: {} attention ({}), {}, B={} T={} NH={} HS={} steps={}{}, λ={}{}, f64, h=1e-6\n",
+             o.variant, o.reference ? "composite reference" : "fused kernel",
+             o.causal ? "causal decoder" : "encoder", B, T, NH, o.hs, o.steps,
+             o.pad ? fmt::format(", {} padded positions", o.pad) : "", o.lambda,
              o.learnable ? " (learnable)" : "");
   const GradcheckResult r = gradcheck(block, inputs, static_cast<uint64_t>(o.seed));
   for (size_t i = 0; i < inputs.size(); ++i) {
     double worst = 0;
     for (size_t j = 0; j < r.numeric[i].size(); ++j)
-      worst = std::max(worst, std::abs(r.analytic[i][j] - r.numeric[i][j]) / std::max(1.0, std::abs(r.numeric[i][j])));
-    fmt::print("\n{} {}: worst error {:.3e}\n  {:>5} {:>22} {:>22}\n", names[i], shape_str(inputs[i].shape()), worst,
-               "index", "analytic", "numeric");
+      worst = std::max(
+          worst, std::abs(r.analytic[i][j] - r.numeric[i][j]) / std::max(1.0, std::abs(r.numeric[i][j])));
+    fmt::print("\n{} {}: worst error {:.3e}\n  {:>5} {:>22} {:>22}\n", names[i], shape_str(inputs[i].shape()),
+               worst, "index", "analytic", "numeric");
     for (size_t j = 0; j < r.numeric[i].size() && static_cast<int>(j) < o.show; ++j)
       fmt::print("  {:>5} {:>22.15e} {:>22.15e}\n", j, r.analytic[i][j], r.numeric[i][j]);
   }
@@ -76,15 +80,18 @@ int run_gradcheck(const GradcheckOptions& o) {
 
 void register_gradcheck(CLI::App& app) {
   static GradcheckOptions o;
-  CLI::App* sub = app.add_subcommand("gradcheck", "f64 finite-difference gradient check of an attention block");
+  CLI::App* sub =
+      app.add_subcommand("gradcheck", "f64 finite-difference gradient check of an attention block");
   sub->add_option("--variant", o.variant, "original, bp_high, bp_low or bp_elemmul");
   sub->add_option("--T", o.T, "sequence length")->check(CLI::PositiveNumber);
   sub->add_option("--heads", o.heads, "attention heads")->check(CLI::PositiveNumber);
   sub->add_option("--head-size", o.hs, "head size")->check(CLI::PositiveNumber);
   sub->add_option("--batch", o.batch, "sequences")->check(CLI::PositiveNumber);
-  sub->add_option("--lambda", o.lambda, "λ of the first head (head h uses λ (1 + h/2))")->check(CLI::NonNegativeNumber);
+  sub->add_option("--lambda", o.lambda, "λ of the first head (head h uses λ (1 + h/2))")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--steps", o.steps, "BP steps")->check(CLI::PositiveNumber);
-  sub->add_option("--pad", o.pad, "padded positions at the end of the last sequence")->check(CLI::NonNegativeNumber);
+  sub->add_option("--pad", o.pad, "padded positions at the end of the last sequence")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o.seed, "random seed");
   sub->add_option("--show", o.show, "gradient entries printed per input");
   sub->add_flag("--causal", o.causal, "causal decoder attention");

@@ -16,8 +16,10 @@ void register_info(CLI::App& app) {
     fmt::print("  Eigen          : {}.{}.{} ({})\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
                EIGEN_MINOR_VERSION, Eigen::SimdInstructionSetsInUse());
     fmt::print("  CUDA backend   : {}\n", cuda::built() ? "built" : "not built");
-    if (cuda::available()) fmt::print("  GPU            : {}\n", cuda::device_name(0));
-    else if (cuda::built()) fmt::print("  GPU            : none found\n");
+    if (cuda::available())
+      fmt::print("  GPU            : {}\n", cuda::device_name(0));
+    else if (cuda::built())
+      fmt::print("  GPU            : none found\n");
     return 0;
   });
 }

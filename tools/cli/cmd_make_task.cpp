@@ -11,11 +11,14 @@ void register_make_task(CLI::App& app) {
   static bench::FortunesTaskOptions o;
   static std::string out, kind;
   CLI::App* sub = app.add_subcommand("make-task", "Write a benchmark made from local data (fortunes-topics)");
-  sub->add_option("kind", kind, "the task to make: fortunes-topics")->required()->check(CLI::IsMember({"fortunes-topics"}));
+  sub->add_option("kind", kind, "the task to make: fortunes-topics")
+      ->required()
+      ->check(CLI::IsMember({"fortunes-topics"}));
   sub->add_option("--out", out, "the folder to write (train.tsv, dev.tsv, labels.txt)")->required();
   sub->add_option("--fortunes", o.fortunes_dir, "the fortunes folder")->capture_default_str();
   sub->add_option("--topics", o.topics, "topic files, one label each")->delimiter(',')->capture_default_str();
-  sub->add_option("--dev-fraction", o.dev_fraction, "the share of entries held out as dev.tsv")->capture_default_str();
+  sub->add_option("--dev-fraction", o.dev_fraction, "the share of entries held out as dev.tsv")
+      ->capture_default_str();
   sub->add_option("--seed", o.seed, "the seed of the split")->capture_default_str();
   add_command(sub, [] {
     const bench::FortunesTaskSummary s = bench::write_fortunes_task(o, out);

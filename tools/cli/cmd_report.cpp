@@ -13,7 +13,9 @@ void register_report(CLI::App& app) {
       "report",
       "Write one self-contained HTML report (inline SVG) comparing run directories: curves, Fig. 4 "
       "metrics, heatmaps");
-  sub->add_option("runs", o.runs, "run directories (metrics.jsonl, final/), results.json files or eval folders")->required();
+  sub->add_option("runs", o.runs,
+                  "run directories (metrics.jsonl, final/), results.json files or eval folders")
+      ->required();
   sub->add_option("--out", o.out, "the HTML file to write")->capture_default_str();
   sub->add_option("--samples", o.samples,
                   "validation samples averaged for the per-layer metrics (without final/analysis.json)")

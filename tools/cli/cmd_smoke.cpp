@@ -43,11 +43,15 @@ int run_smoke(const SmokeOptions& o) {
   std::vector<Param> ps;
   Var wte = param(ps, "wte", {V, C}, 0.02, seed), wpe = param(ps, "wpe", {T, C}, 0.02, seed);
   Var ln1w = param(ps, "ln_1.weight", {C}, -1, seed), ln1b = param(ps, "ln_1.bias", {C}, 0, seed);
-  Var qkvw = param(ps, "attn.c_attn.weight", {3 * C, C}, 0.02, seed), qkvb = param(ps, "attn.c_attn.bias", {3 * C}, 0, seed);
-  Var prw = param(ps, "attn.c_proj.weight", {C, C}, 0.02, seed), prb = param(ps, "attn.c_proj.bias", {C}, 0, seed);
+  Var qkvw = param(ps, "attn.c_attn.weight", {3 * C, C}, 0.02, seed),
+      qkvb = param(ps, "attn.c_attn.bias", {3 * C}, 0, seed);
+  Var prw = param(ps, "attn.c_proj.weight", {C, C}, 0.02, seed),
+      prb = param(ps, "attn.c_proj.bias", {C}, 0, seed);
   Var ln2w = param(ps, "ln_2.weight", {C}, -1, seed), ln2b = param(ps, "ln_2.bias", {C}, 0, seed);
-  Var fcw = param(ps, "mlp.c_fc.weight", {4 * C, C}, 0.02, seed), fcb = param(ps, "mlp.c_fc.bias", {4 * C}, 0, seed);
-  Var f2w = param(ps, "mlp.c_proj.weight", {C, 4 * C}, 0.02, seed), f2b = param(ps, "mlp.c_proj.bias", {C}, 0, seed);
+  Var fcw = param(ps, "mlp.c_fc.weight", {4 * C, C}, 0.02, seed),
+      fcb = param(ps, "mlp.c_fc.bias", {4 * C}, 0, seed);
+  Var f2w = param(ps, "mlp.c_proj.weight", {C, 4 * C}, 0.02, seed),
+      f2b = param(ps, "mlp.c_proj.bias", {C}, 0, seed);
   Var lnfw = param(ps, "ln_f.weight", {C}, -1, seed), lnfb = param(ps, "ln_f.bias", {C}, 0, seed);
   int64_t nparams = 0;
   for (auto& p : ps) nparams += p.v.numel();
@@ -60,8 +64,8 @@ int run_smoke(const SmokeOptions& o) {
   for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
   const Tensor pos_ids = Tensor::from_vector(pos, {T});
 
-  fmt::print("smoke: one causal transformer block, C={} NH={} T={} V={}, {} parameters, batch {}, {} steps\n", C, NH, T,
-             V, nparams, o.batch, o.steps);
+  fmt::print("smoke: one causal transformer block, C={} NH={} T={} V={}, {} parameters, batch {}, {} steps\n",
+             C, NH, T, V, nparams, o.batch, o.steps);
   const auto t0 = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   for (int step = 0; step < o.steps; ++step) {
@@ -74,8 +78,10 @@ int run_smoke(const SmokeOptions& o) {
         ids[static_cast<size_t>(b * T + t)] = ids[static_cast<size_t>(b * T + t + HALF)] = s;
       }
     for (int64_t b = 0; b < o.batch; ++b)
-      for (int64_t t = HALF - 1; t < T - 1; ++t) tgt[static_cast<size_t>(b * T + t)] = ids[static_cast<size_t>(b * T + t + 1)];
-    const Tensor x_ids = Tensor::from_vector(ids, {o.batch, T}), y_ids = Tensor::from_vector(tgt, {o.batch, T});
+      for (int64_t t = HALF - 1; t < T - 1; ++t)
+        tgt[static_cast<size_t>(b * T + t)] = ids[static_cast<size_t>(b * T + t + 1)];
+    const Tensor x_ids = Tensor::from_vector(ids, {o.batch, T}),
+                 y_ids = Tensor::from_vector(tgt, {o.batch, T});
 
     const RngKey drop{seed, 2000, static_cast<uint64_t>(step) << 32};
     Var x = add(embedding(wte, x_ids), embedding(wpe, pos_ids));
@@ -99,7 +105,8 @@ int run_smoke(const SmokeOptions& o) {
       Tensor g2 = g.empty_like();
       kern::binary(BinaryOp::mul, g, g, g2);
       kern::axpby(g2, 1 - b2, p.s, b2);
-      std::vector<float> w = p.v.data().to_vector<float>(), mm = p.m.to_vector<float>(), ss = p.s.to_vector<float>();
+      std::vector<float> w = p.v.data().to_vector<float>(), mm = p.m.to_vector<float>(),
+                         ss = p.s.to_vector<float>();
       for (size_t i = 0; i < w.size(); ++i)
         w[i] -= static_cast<float>(o.lr * (mm[i] / c1) / (std::sqrt(ss[i] / c2) + eps));
       p.v.data().copy_from(Tensor::from_vector(w, p.v.shape()));
@@ -111,7 +118,8 @@ int run_smoke(const SmokeOptions& o) {
     if (step % 25 == 0 || step == o.steps - 1) fmt::print("step {:4d}  loss {:.4f}\n", step, l);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("smoke: loss {:.4f} -> {:.4f} in {:.1f} s ({:.1f} ms/step)\n", first, last, secs, 1e3 * secs / o.steps);
+  fmt::print("smoke: loss {:.4f} -> {:.4f} in {:.1f} s ({:.1f} ms/step)\n", first, last, secs,
+             1e3 * secs / o.steps);
   if (!(last < 0.5 * first)) {
     fmt::print(stderr, "smoke: the loss did not fall by half; something is wrong\n");
     return 1;
@@ -123,7 +131,8 @@ int run_smoke(const SmokeOptions& o) {
 
 void register_smoke(CLI::App& app) {
   static SmokeOptions o;
-  CLI::App* sub = app.add_subcommand("smoke", "Train one transformer block on a copy task and print the falling loss");
+  CLI::App* sub =
+      app.add_subcommand("smoke", "Train one transformer block on a copy task and print the falling loss");
   sub->add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
   sub->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
   sub->add_option("--lr", o.lr, "Adam learning rate")->check(CLI::PositiveNumber);

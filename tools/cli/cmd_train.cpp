@@ -37,7 +37,8 @@ int run_train(const TrainCli& o) {
   fmt::print("parameters: {} ({} in embeddings, {} in the blocks and head)\n", total, emb, total - emb);
   TrainOptions opt{o.resume, o.init, true, o.quiet};
   const TrainSummary s = train(cfg, opt);
-  fmt::print("trained {} steps; final loss {:.4f}; checkpoint {}\n", s.steps, s.last_loss, s.final_checkpoint);
+  fmt::print("trained {} steps; final loss {:.4f}; checkpoint {}\n", s.steps, s.last_loss,
+             s.final_checkpoint);
   return 0;
 }
 
@@ -45,14 +46,16 @@ int run_train(const TrainCli& o) {
 
 void register_train(CLI::App& app) {
   static TrainCli o;
-  CLI::App* sub = app.add_subcommand("train", "Train a model from a TOML config (overrides: section.key=value)");
+  CLI::App* sub =
+      app.add_subcommand("train", "Train a model from a TOML config (overrides: section.key=value)");
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
   sub->add_option("--resume", o.resume, "continue the run saved in this checkpoint directory");
   sub->add_option("--init", o.init, "start a new run from this checkpoint's weights");
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
   sub->callback([] {
-    if (!o.resume.empty() && !o.init.empty()) throw CLI::ValidationError("--resume and --init exclude each other");
+    if (!o.resume.empty() && !o.init.empty())
+      throw CLI::ValidationError("--resume and --init exclude each other");
   });
   add_command(sub, [] { return run_train(o); });
 
@@ -60,12 +63,15 @@ void register_train(CLI::App& app) {
   static bool zero_shot = false;
   static std::vector<std::string> eval_overrides;
   CLI::App* ev = app.add_subcommand(
-      "eval", "A checkpoint's held-out loss, accuracy and perplexity; with --task, a benchmark's official metrics");
-  ev->add_option("--checkpoint", ckpt, "checkpoint directory (ours or a Hugging Face model folder with --task)")
+      "eval",
+      "A checkpoint's held-out loss, accuracy and perplexity; with --task, a benchmark's official metrics");
+  ev->add_option("--checkpoint", ckpt,
+                 "checkpoint directory (ours or a Hugging Face model folder with --task)")
       ->required();
   ev->add_option("--task", task, "a benchmark (saobp finetune --help lists them): writes results.json");
   ev->add_option("--data", data, "the benchmark's files (with --task)");
-  ev->add_flag("--zero-shot", zero_shot, "score the candidates by a decoder's log-likelihood (race/*, hellaswag, boolq)");
+  ev->add_flag("--zero-shot", zero_shot,
+               "score the candidates by a decoder's log-likelihood (race/*, hellaswag, boolq)");
   ev->add_option("--out", out, "results.json path (with --task; default runs/eval/<task>/results.json)");
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {

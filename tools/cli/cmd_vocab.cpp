@@ -51,8 +51,10 @@ int run_vocab(const VocabCli& o) {
   tok->save(o.out);
   const double read_s = std::chrono::duration<double>(t1 - t0).count();
   const double merge_s = std::chrono::duration<double>(t2 - t1).count();
-  fmt::print("{} vocabulary of {} tokens from {} documents ({:.2f} MB): counting {:.2f} s, merges {:.2f} s; wrote {}\n",
-             tok->kind(), tok->vocab_size(), docs, static_cast<double>(bytes) / 1e6, read_s, merge_s, o.out);
+  fmt::print(
+      "{} vocabulary of {} tokens from {} documents ({:.2f} MB): counting {:.2f} s, merges {:.2f} s; wrote "
+      "{}\n",
+      tok->kind(), tok->vocab_size(), docs, static_cast<double>(bytes) / 1e6, read_s, merge_s, o.out);
   return 0;
 }
 
@@ -60,14 +62,17 @@ int run_vocab(const VocabCli& o) {
 
 void register_vocab(CLI::App& app) {
   static VocabCli o;
-  CLI::App* sub = app.add_subcommand("vocab", "Train a WordPiece or byte-level BPE vocabulary (Hugging Face files)");
+  CLI::App* sub =
+      app.add_subcommand("vocab", "Train a WordPiece or byte-level BPE vocabulary (Hugging Face files)");
   sub->add_option("--kind", o.kind, "wordpiece (BERT) or bpe (GPT-2 byte-level)")
       ->required()
       ->check(CLI::IsMember({"wordpiece", "bpe"}));
-  sub->add_option("--size", o.size, "vocabulary size, specials and the initial alphabet included")->required();
+  sub->add_option("--size", o.size, "vocabulary size, specials and the initial alphabet included")
+      ->required();
   sub->add_option("corpus", o.corpora, "corpus files or folders")->required();
   sub->add_option("--out", o.out, "output folder")->required();
-  sub->add_option("--format", o.format, "corpus format")->check(CLI::IsMember({"text", "fortune", "wikitext", "jsonl"}));
+  sub->add_option("--format", o.format, "corpus format")
+      ->check(CLI::IsMember({"text", "fortune", "wikitext", "jsonl"}));
   sub->add_option("--text-field", o.text_field, "jsonl: the field holding the text");
   sub->add_option("--min-frequency", o.min_frequency, "pairs seen fewer times are never merged");
   sub->add_flag("--cased", o.cased, "wordpiece: keep case and accents (no lowercasing)");

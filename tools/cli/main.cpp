@@ -1,6 +1,7 @@
 // saobp: the one binary. Subcommands are registered by the files of tools/cli/.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"

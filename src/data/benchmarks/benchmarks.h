@@ -34,9 +34,9 @@ struct ReadOptions {
 };
 
 struct ReadStats {
-  int64_t rows = 0;                    // examples returned
-  int64_t skipped = 0;                 // malformed rows skipped (skip_bad_rows only)
-  std::vector<std::string> skipped_at; // "file:line: what" of the first 10 skipped rows
+  int64_t rows = 0;                     // examples returned
+  int64_t skipped = 0;                  // malformed rows skipped (skip_bad_rows only)
+  std::vector<std::string> skipped_at;  // "file:line: what" of the first 10 skipped rows
 };
 
 // ---- sentence and sentence-pair tasks (GLUE, IMDb, BoolQ, sentence TSV) ----------------------
@@ -138,6 +138,7 @@ std::string squad_file(const std::string& path_or_dir, const std::string& versio
 // The split's text exactly as in the file (UTF-8 checked, line ends kept), from
 // DIR/wiki.<split>.tokens, else DIR/wiki.<split>.raw (split: train | valid | test; "dev" means
 // valid); `path_or_dir` may also be the file. `file` receives the path read.
-std::string read_wikitext(const std::string& path_or_dir, const std::string& split, std::string* file = nullptr);
+std::string read_wikitext(const std::string& path_or_dir, const std::string& split,
+                          std::string* file = nullptr);
 
 }  // namespace saobp::bench

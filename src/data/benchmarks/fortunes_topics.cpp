@@ -35,7 +35,8 @@ std::string one_line(const std::vector<std::string>& lines) {
 }  // namespace
 
 FortunesTaskSummary write_fortunes_task(const FortunesTaskOptions& opt, const std::string& out_dir) {
-  if (opt.topics.size() < 2) fail("fortunes-task", "--topics: name at least two topic files, got {}", opt.topics.size());
+  if (opt.topics.size() < 2)
+    fail("fortunes-task", "--topics: name at least two topic files, got {}", opt.topics.size());
   if (!(opt.dev_fraction > 0 && opt.dev_fraction < 1))
     fail("fortunes-task", "--dev-fraction must be in (0, 1), got {}", opt.dev_fraction);
   struct Row {
@@ -48,7 +49,8 @@ FortunesTaskSummary write_fortunes_task(const FortunesTaskOptions& opt, const st
     const fs::path file = fs::path(opt.fortunes_dir) / opt.topics[t];
     std::error_code ec;
     if (!fs::is_regular_file(file, ec))
-      fail("fortunes-task", "{}: no such topic file (install Debian's fortunes package, or pass --fortunes DIR)",
+      fail("fortunes-task",
+           "{}: no such topic file (install Debian's fortunes package, or pass --fortunes DIR)",
            file.string());
     int64_t n = 0;
     for_each_document({"fortune", file.string(), "text"}, [&](const Document& d) {
@@ -61,7 +63,8 @@ FortunesTaskSummary write_fortunes_task(const FortunesTaskOptions& opt, const st
     s.per_topic.push_back(n);
   }
   const std::vector<uint32_t> perm = epoch_permutation(opt.seed, 0, static_cast<uint32_t>(rows.size()));
-  const size_t dev = std::max<size_t>(1, static_cast<size_t>(opt.dev_fraction * static_cast<double>(rows.size())));
+  const size_t dev =
+      std::max<size_t>(1, static_cast<size_t>(opt.dev_fraction * static_cast<double>(rows.size())));
   std::string train_tsv = "sentence\tlabel\n", dev_tsv = "sentence\tlabel\n", labels;
   std::vector<int64_t> train_count(opt.topics.size(), 0), dev_count(opt.topics.size(), 0);
   for (size_t k = 0; k < perm.size(); ++k) {
@@ -76,7 +79,8 @@ FortunesTaskSummary write_fortunes_task(const FortunesTaskOptions& opt, const st
   write_file_atomic((fs::path(out_dir) / "dev.tsv").string(), dev_tsv);
   write_file_atomic((fs::path(out_dir) / "labels.txt").string(), labels);
   s.dev = static_cast<int64_t>(dev), s.train = static_cast<int64_t>(rows.size() - dev);
-  const size_t major = static_cast<size_t>(std::max_element(train_count.begin(), train_count.end()) - train_count.begin());
+  const size_t major =
+      static_cast<size_t>(std::max_element(train_count.begin(), train_count.end()) - train_count.begin());
   s.majority_dev = static_cast<double>(dev_count[major]) / static_cast<double>(s.dev);
   return s;
 }

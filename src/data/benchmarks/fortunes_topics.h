@@ -22,7 +22,7 @@ struct FortunesTaskOptions {
 struct FortunesTaskSummary {
   std::vector<int64_t> per_topic;  // entries per topic, in topics order
   int64_t train = 0, dev = 0;
-  double majority_dev = 0;         // the dev accuracy of always predicting the most common train label
+  double majority_dev = 0;  // the dev accuracy of always predicting the most common train label
 };
 
 // Writes out_dir/{train.tsv, dev.tsv, labels.txt} (atomically, the folder created). Throws

@@ -19,9 +19,14 @@ namespace saobp::cpu {
 template <class F>
 void dispatch_float(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    default: fail(op, "expected f32 or f64, got {}", dtype_name(t));
+    case DType::f32:
+      f(float{});
+      return;
+    case DType::f64:
+      f(double{});
+      return;
+    default:
+      fail(op, "expected f32 or f64, got {}", dtype_name(t));
   }
 }
 
@@ -29,11 +34,20 @@ void dispatch_float(DType t, const char* op, F&& f) {
 template <class F>
 void dispatch_any(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    case DType::i32: f(int32_t{}); return;
-    case DType::u8: f(uint8_t{}); return;
-    default: fail(op, "dtype {} is not supported on the CPU", dtype_name(t));
+    case DType::f32:
+      f(float{});
+      return;
+    case DType::f64:
+      f(double{});
+      return;
+    case DType::i32:
+      f(int32_t{});
+      return;
+    case DType::u8:
+      f(uint8_t{});
+      return;
+    default:
+      fail(op, "dtype {} is not supported on the CPU", dtype_name(t));
   }
 }
 

@@ -123,8 +123,7 @@ static void binary_loop(const Tensor& a, const Tensor& b, Tensor& out) {
                      const T yv = *y;
                      for (int64_t i = 0; i < n; ++i) o[i] = apply<T, OP>(x[i], yv);
                    } else {
-                     for (int64_t i = 0; i < n; ++i)
-                       o[i * st[0]] = apply<T, OP>(x[i * st[1]], y[i * st[2]]);
+                     for (int64_t i = 0; i < n; ++i) o[i * st[0]] = apply<T, OP>(x[i * st[1]], y[i * st[2]]);
                    }
                  });
 }
@@ -136,10 +135,14 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   dispatch_float(out.dtype(), "binary", [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case BinaryOp::add: return binary_loop<T, BinaryOp::add>(a, b, out);
-      case BinaryOp::sub: return binary_loop<T, BinaryOp::sub>(a, b, out);
-      case BinaryOp::mul: return binary_loop<T, BinaryOp::mul>(a, b, out);
-      case BinaryOp::div: return binary_loop<T, BinaryOp::div>(a, b, out);
+      case BinaryOp::add:
+        return binary_loop<T, BinaryOp::add>(a, b, out);
+      case BinaryOp::sub:
+        return binary_loop<T, BinaryOp::sub>(a, b, out);
+      case BinaryOp::mul:
+        return binary_loop<T, BinaryOp::mul>(a, b, out);
+      case BinaryOp::div:
+        return binary_loop<T, BinaryOp::div>(a, b, out);
     }
   });
 }
@@ -272,10 +275,18 @@ void unary(UnaryOp op, const Tensor& x, Tensor& y) {
       for (int64_t i = b; i < e; ++i) {
         const T v = xp[i];
         switch (op) {
-          case UnaryOp::exp: yp[i] = std::exp(v); break;
-          case UnaryOp::log: yp[i] = std::log(v); break;
-          case UnaryOp::log1p: yp[i] = std::log1p(v); break;
-          case UnaryOp::softplus: yp[i] = std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v))); break;
+          case UnaryOp::exp:
+            yp[i] = std::exp(v);
+            break;
+          case UnaryOp::log:
+            yp[i] = std::log(v);
+            break;
+          case UnaryOp::log1p:
+            yp[i] = std::log1p(v);
+            break;
+          case UnaryOp::softplus:
+            yp[i] = std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
+            break;
         }
       }
     });
@@ -292,10 +303,18 @@ void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& 
     parallel_for(x.numel(), 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         switch (op) {
-          case UnaryOp::exp: o[i] += g[i] * yp[i]; break;
-          case UnaryOp::log: o[i] += g[i] / xp[i]; break;
-          case UnaryOp::log1p: o[i] += g[i] / (T(1) + xp[i]); break;
-          case UnaryOp::softplus: o[i] += g[i] / (T(1) + std::exp(-xp[i])); break;
+          case UnaryOp::exp:
+            o[i] += g[i] * yp[i];
+            break;
+          case UnaryOp::log:
+            o[i] += g[i] / xp[i];
+            break;
+          case UnaryOp::log1p:
+            o[i] += g[i] / (T(1) + xp[i]);
+            break;
+          case UnaryOp::softplus:
+            o[i] += g[i] / (T(1) + std::exp(-xp[i]));
+            break;
         }
       }
     });

@@ -9,7 +9,6 @@
 // thread run single-threaded Eigen on whole tiles; every output element is then computed the
 // same way whatever OMP_NUM_THREADS is.
 #include <Eigen/Core>
-
 #include <type_traits>
 #include <utility>
 
@@ -63,25 +62,33 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
     const T* Bm = bp + (Bb == 1 ? 0 : bi * K * N);
     MMap<T> C(cp + bi * M * N + i0 * N + j0, m, n, Eigen::OuterStride<>(N));
     if (K == 0) {
-      if (beta == 0) C.setZero(); else C *= be;
+      if (beta == 0)
+        C.setZero();
+      else
+        C *= be;
       continue;
     }
     // Row block of op(a) and column block of op(b), as maps with the right strides.
     auto run = [&](const auto& Ablk, const auto& Bblk) {
-      if (beta == 0) C.noalias() = al * (Ablk * Bblk);
+      if (beta == 0)
+        C.noalias() = al * (Ablk * Bblk);
       else {
         if (beta != 1) C *= be;
         C.noalias() += al * (Ablk * Bblk);
       }
     };
-    if (!ta && !tb) run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
-                        CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
-    else if (ta && !tb) run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
-                            CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
-    else if (!ta && tb) run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
-                            CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
-    else run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
-             CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+    if (!ta && !tb)
+      run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
+          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+    else if (ta && !tb)
+      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
+          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+    else if (!ta && tb)
+      run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
+          CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+    else
+      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
+          CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
   }
 }
 
@@ -115,8 +122,10 @@ void gemm_f32(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   dispatch_float(c.dtype(), "gemm", [&](auto tag) {
-    if constexpr (std::is_same_v<decltype(tag), float>) gemm_f32(a, ta, b, tb, c, alpha, beta);
-    else gemm_t<double>(a, ta, b, tb, c, alpha, beta);
+    if constexpr (std::is_same_v<decltype(tag), float>)
+      gemm_f32(a, ta, b, tb, c, alpha, beta);
+    else
+      gemm_t<double>(a, ta, b, tb, c, alpha, beta);
   });
 }
 

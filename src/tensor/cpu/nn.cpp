@@ -41,7 +41,8 @@ static inline T gelu_grad(T x, bool tanh_approx) {
   if (tanh_approx) {
     const T u = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
     const T t = std::tanh(u);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
+    return T(0.5) * (T(1) + t) +
+           T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
   }
   return T(0.5) * (T(1) + std::erf(x * T(kInvSqrt2))) + x * T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
 }
@@ -106,8 +107,10 @@ void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_appr
         }
       });
     };
-    if (accumulate) run(std::true_type{});
-    else run(std::false_type{});
+    if (accumulate)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 
@@ -118,8 +121,8 @@ void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_appr
 //   gx = r (d - mean(d) - n mean(d n)),   gw = Σ_rows gy n,   gb = Σ_rows gy.
 
 // x: (N,C)  w,b: (C)  y: (N,C)  mean,rstd: (N)
-void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, Tensor& y,
-                       Tensor& mean, Tensor& rstd) {
+void layernorm_forward(const Tensor& x, const Tensor& w, const Tensor& b, double eps, Tensor& y, Tensor& mean,
+                       Tensor& rstd) {
   const int64_t C = x.size(-1), N = x.numel() / std::max<int64_t>(C, 1);
   check_shape(w, {C}, "layernorm", "weight");
   check_shape(b, {C}, "layernorm", "bias");
@@ -338,10 +341,11 @@ void embedding_backward(const Tensor& ids, const Tensor& gout, Tensor& gweight) 
 // loss_n = lse_n - x_{n,t_n},  lse_n = log Σ_v e^{x_{n,v}};  ∂loss_n/∂x_{n,v} = p_{n,v} - [v = t_n].
 
 // logits: (N,V)  targets: (N) i32  losses, lse: (N)
-void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                           Tensor& losses, Tensor& lse) {
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, Tensor& losses,
+                           Tensor& lse) {
   const int64_t V = logits.size(-1), N = logits.numel() / std::max<int64_t>(V, 1);
-  if (targets.numel() != N) fail("cross_entropy", "{} targets for {} rows of logits {}", targets.numel(), N, logits.str());
+  if (targets.numel() != N)
+    fail("cross_entropy", "{} targets for {} rows of logits {}", targets.numel(), N, logits.str());
   check_ids(targets, V, "cross_entropy", "target", ignore_index);
   dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);

@@ -20,7 +20,8 @@ void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWPar
     const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2), eps = static_cast<T>(h.eps);
     const T decay = static_cast<T>(1.0 - h.lr * h.weight_decay);
     const T step_size = static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, static_cast<double>(h.step))));
-    const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(h.step))));
+    const T inv_sqrt_bc2 =
+        static_cast<T>(1.0 / std::sqrt(1.0 - std::pow(h.beta2, static_cast<double>(h.step))));
     parallel_for(p.numel(), 16384, [=](int64_t s, int64_t e) {
       // Four distinct buffers, as local __restrict pointers: the loop then vectorizes (sqrt and
       // divide included); the arithmetic per element is unchanged.

@@ -44,8 +44,10 @@ void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&u)
     __m512i h0, l0, h1, l1;
     mulhilo16(c0, m0, h0, l0);
     mulhilo16(c2, m1, h1, l1);
-    const __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), _mm512_set1_epi32(static_cast<int32_t>(k0)));
-    const __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), _mm512_set1_epi32(static_cast<int32_t>(k1)));
+    const __m512i n0 =
+        _mm512_xor_si512(_mm512_xor_si512(h1, c1), _mm512_set1_epi32(static_cast<int32_t>(k0)));
+    const __m512i n2 =
+        _mm512_xor_si512(_mm512_xor_si512(h0, c3), _mm512_set1_epi32(static_cast<int32_t>(k1)));
     c0 = n0, c1 = l1, c2 = n2, c3 = l0;
     k0 += philox::kW0;
     k1 += philox::kW1;
@@ -75,11 +77,13 @@ void philox_blocks(uint64_t seed, uint64_t stream, uint64_t first, uint32_t (&u)
 
 // The dropout of one group of kBlocks·4 elements: m = (U >= p), y = m ? x·scale : 0.
 template <class T>
-void keep_scale(const uint32_t* u, const T* __restrict x, T scale, float p, T* __restrict y, uint8_t* __restrict m) {
+void keep_scale(const uint32_t* u, const T* __restrict x, T scale, float p, T* __restrict y,
+                uint8_t* __restrict m) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if constexpr (std::is_same_v<T, float>) {
     // to_unit_float: (w >> 8) · 2⁻²⁴, exact in float (a 24-bit integer times a power of two).
-    const __m512 pv = _mm512_set1_ps(p), sv = _mm512_set1_ps(scale), unit = _mm512_set1_ps(1.0f / 16777216.0f);
+    const __m512 pv = _mm512_set1_ps(p), sv = _mm512_set1_ps(scale),
+                 unit = _mm512_set1_ps(1.0f / 16777216.0f);
     for (uint64_t k = 0; k < kBlocks * 4; k += 16) {
       const __m512i w = _mm512_loadu_si512(u + k);
       const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), unit);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tensor/checks.h"
-#include "tensor/rope_table.h"
 #include "tensor/cpu/common.h"
+#include "tensor/rope_table.h"
 
 namespace saobp::cpu {
 

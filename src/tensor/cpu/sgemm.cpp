@@ -50,12 +50,12 @@ namespace saobp::cpu {
 
 namespace {
 
-constexpr int64_t KC = 256;   // depth block: fixed, it decides the order of every sum
+constexpr int64_t KC = 256;  // depth block: fixed, it decides the order of every sum
 // Rows taken through all depth blocks before the next rows (a multiple of every kernel's MR);
 // all of them when K is one depth block, so that each b panel is packed once.
 constexpr int64_t MCB = 1536;
-constexpr int64_t NC = 512;    // columns packed at once (a multiple of every kernel's NR)
-constexpr int64_t G = 4;       // a slivers packed and multiplied together by one thread
+constexpr int64_t NC = 512;  // columns packed at once (a multiple of every kernel's NR)
+constexpr int64_t G = 4;     // a slivers packed and multiplied together by one thread
 
 // ------------------------------------------------------------------------ tile update
 // c[r, j] = alpha · acc[r, j] + beta · ci[r, j] for the m×n corner of an acc tile (rows `ld`
@@ -99,13 +99,15 @@ struct ASliver {
 // ap: (kc, MR) k-major  bp: (kc, NR) k-major. std::fma is one rounding, as the vector FMAs.
 constexpr int64_t MR_P = 4, NR_P = 16;
 template <bool RowA>
-void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
-                     int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n) {
+void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp,
+                     float* c, int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m,
+                     int64_t n) {
   const ASliver<RowA, MR_P> as(ars);
   float acc[MR_P * NR_P] = {};
   for (int64_t k = 0; k < kc; ++k, ap += as.ks, bp += NR_P)
     for (int64_t r = 0; r < MR_P; ++r)
-      for (int64_t j = 0; j < NR_P; ++j) acc[r * NR_P + j] = std::fma(ap[r * as.rs], bp[j], acc[r * NR_P + j]);
+      for (int64_t j = 0; j < NR_P; ++j)
+        acc[r * NR_P + j] = std::fma(ap[r * as.rs], bp[j], acc[r * NR_P + j]);
   update_tile(acc, NR_P, m, n, c, ldc, ci, ldci, alpha, beta);
 }
 
@@ -116,7 +118,8 @@ void kernel_portable(int64_t kc, const float* __restrict ap, int64_t ars, const 
 constexpr int64_t MR_512 = 12, NR_512 = 32;
 template <bool RowA>
 void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const float* __restrict bp, float* c,
-                   int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m, int64_t n) {
+                   int64_t ldc, const float* ci, int64_t ldci, float alpha, float beta, int64_t m,
+                   int64_t n) {
   const ASliver<RowA, MR_512> as(ars);
   __m512 acc[MR_512][2];
   for (int r = 0; r < MR_512; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -142,9 +145,12 @@ void kernel_avx512(int64_t kc, const float* __restrict ap, int64_t ars, const fl
         float* d = c + r * ldc + h * 16;
         const float* in = ci + r * ldci + h * 16;
         const __m512 t = _mm512_mul_ps(al, acc[r][h]);
-        if (beta == 0.0f) _mm512_storeu_ps(d, t);
-        else if (beta == 1.0f) _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(in), t));
-        else _mm512_storeu_ps(d, _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(in)), t));
+        if (beta == 0.0f)
+          _mm512_storeu_ps(d, t);
+        else if (beta == 1.0f)
+          _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(in), t));
+        else
+          _mm512_storeu_ps(d, _mm512_add_ps(_mm512_mul_ps(be, _mm512_loadu_ps(in)), t));
       }
     return;
   }
@@ -183,9 +189,12 @@ void kernel_avx2(int64_t kc, const float* __restrict ap, int64_t ars, const floa
         float* d = c + r * ldc + h * 8;
         const float* in = ci + r * ldci + h * 8;
         const __m256 t = _mm256_mul_ps(al, acc[r][h]);
-        if (beta == 0.0f) _mm256_storeu_ps(d, t);
-        else if (beta == 1.0f) _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(in), t));
-        else _mm256_storeu_ps(d, _mm256_add_ps(_mm256_mul_ps(be, _mm256_loadu_ps(in)), t));
+        if (beta == 0.0f)
+          _mm256_storeu_ps(d, t);
+        else if (beta == 1.0f)
+          _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(in), t));
+        else
+          _mm256_storeu_ps(d, _mm256_add_ps(_mm256_mul_ps(be, _mm256_loadu_ps(in)), t));
       }
     return;
   }
@@ -339,7 +348,8 @@ struct Panel {
     const int64_t n = std::min(w, cnt - u * w);
     const float* src = p + u * w * ls;
     if (row_layout) {
-      for (int64_t r = 0; r < n; ++r) std::memcpy(d + r * kc, src + r * ls, static_cast<size_t>(kc) * sizeof(float));
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(d + r * kc, src + r * ls, static_cast<size_t>(kc) * sizeof(float));
       std::fill(d + n * kc, d + w * kc, 0.0f);
     } else if (ds == 1) {
       pack_transposed(src, ls, n, kc, w, d);
@@ -390,7 +400,8 @@ struct RowSumAcc {
     add_rows<16>(ap, rs, ks, rows, kc, i, close);
   }
   template <int64_t R>
-  void add_rows(const float* ap, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t i, bool close) const {
+  void add_rows(const float* ap, int64_t rs, int64_t ks, int64_t rows, int64_t kc, int64_t i,
+                bool close) const {
     double s[R];
     for (int64_t r = 0; r < rows; ++r) s[r] = chunk[i + r];
     for (int64_t k = 0; k < kc; ++k)
@@ -409,7 +420,7 @@ struct Product {
   SView a, b;
   float* c;
   int64_t ldc;
-  const float* c0;  // the first depth block's beta term: row vector c0 (bias) instead of c, or null
+  const float* c0;        // the first depth block's beta term: row vector c0 (bias) instead of c, or null
   const RowSumAcc* sums;  // row sums of op(a) to gather, or null
   const Kernel* kn;
   float* bbuf;  // (NC / nr slivers) × (KC · nr): the caller's, shared with its team
@@ -450,7 +461,8 @@ struct Product {
           const Panel pb{b.p + p0 * b.rs + j0 * b.cs, b.cs, b.rs, ncol, kc, nr, false, bbuf};
           auto group = [&](int64_t g) {  // row slivers s0..s1-1, each across the panel
             const int64_t s0 = g * gs, s1 = std::min(ms, s0 + gs);
-            if (s1 > direct) pa.pack_slivers(std::max(s0, direct), s1, abuf + (std::max(s0, direct) - s0) * mr * kc);
+            if (s1 > direct)
+              pa.pack_slivers(std::max(s0, direct), s1, abuf + (std::max(s0, direct) - s0) * mr * kc);
             for (int64_t ir = s0; ir < s1; ++ir) {
               const int64_t i = ir * mr;
               const bool dir = ir < direct;
@@ -494,7 +506,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
   auto store_sums = [&] {
     if (!rowsums) return;
     for (int64_t i = 0; i < M; ++i)
-      rowsums->out[i] = static_cast<float>(rowsums->accumulate ? rowsums->out[i] + sums.total[i] : sums.total[i]);
+      rowsums->out[i] =
+          static_cast<float>(rowsums->accumulate ? rowsums->out[i] + sums.total[i] : sums.total[i]);
   };
   if (K <= 0 || N <= 0) {  // c = beta · c (and exactly 0 for beta = 0, whatever c held); sums 0
     for (int64_t i = 0; i < M; ++i)
@@ -504,7 +517,8 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
       for (int64_t i = 0; i < M; ++i)
         for (int64_t p0 = 0; p0 < K; p0 += KC) {
           const int64_t kc = std::min(KC, K - p0);
-          sums.add(a.p + i * a.rs + p0 * a.cs, 0, a.cs, 1, kc, i, (p0 + kc) % RowSumAcc::kChunk == 0 || p0 + kc == K);
+          sums.add(a.p + i * a.rs + p0 * a.cs, 0, a.cs, 1, kc, i,
+                   (p0 + kc) % RowSumAcc::kChunk == 0 || p0 + kc == K);
         }
     }
     store_sums();
@@ -515,11 +529,24 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
   static thread_local AlignedBuffer bbuf;
   const int64_t kc = std::min(KC, K);
   const int64_t cols = (std::min(NC, N) + kn->nr - 1) / kn->nr * kn->nr;
-  const Product pr{M,  N,  K, alpha, beta, a, b, c, ldc, c0, rowsums ? &sums : nullptr,
-                   kn, bbuf.ensure(static_cast<size_t>(cols * kc))};
+  const Product pr{M,
+                   N,
+                   K,
+                   alpha,
+                   beta,
+                   a,
+                   b,
+                   c,
+                   ldc,
+                   c0,
+                   rowsums ? &sums : nullptr,
+                   kn,
+                   bbuf.ensure(static_cast<size_t>(cols * kc))};
   // Below ~1 MFLOP a team costs more than it saves (results are the same either way).
-  const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
-  if (!split) pr.run(false);
+  const bool split =
+      team && !omp_in_parallel() && omp_get_max_threads() > 1 && M * N * K >= (int64_t{1} << 19);
+  if (!split)
+    pr.run(false);
   else {
 #pragma omp parallel
     pr.run(true);

@@ -31,7 +31,8 @@ void sink_gate(const Tensor& probs, const Tensor& key_mask, double tau, double f
           ++rows;
           peaked += static_cast<double>(mx) > tau;
         }
-        out[bh] = rows > 0 && static_cast<double>(peaked) > fraction * static_cast<double>(rows) ? F(0) : F(1);
+        out[bh] =
+            rows > 0 && static_cast<double>(peaked) > fraction * static_cast<double>(rows) ? F(0) : F(1);
       }
     });
   });

@@ -16,18 +16,24 @@ inline void tile_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float*
   sgemm(M, N, K, alpha, av, bv, beta, c, N, /*team=*/false);
 }
 
-inline void tile_gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* a, bool ta, const double* b,
-                      bool tb, double beta, double* c) {
+inline void tile_gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* a, bool ta,
+                      const double* b, bool tb, double beta, double* c) {
   using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat>;
   Eigen::Map<Mat> C(c, M, N);
-  if (beta == 0) C.setZero();
-  else if (beta != 1) C *= beta;
+  if (beta == 0)
+    C.setZero();
+  else if (beta != 1)
+    C *= beta;
   const CMap A(a, ta ? K : M, ta ? M : K), B(b, tb ? N : K, tb ? K : N);
-  if (!ta && !tb) C.noalias() += alpha * (A * B);
-  else if (ta && !tb) C.noalias() += alpha * (A.transpose() * B);
-  else if (!ta && tb) C.noalias() += alpha * (A * B.transpose());
-  else C.noalias() += alpha * (A.transpose() * B.transpose());
+  if (!ta && !tb)
+    C.noalias() += alpha * (A * B);
+  else if (ta && !tb)
+    C.noalias() += alpha * (A.transpose() * B);
+  else if (!ta && tb)
+    C.noalias() += alpha * (A * B.transpose());
+  else
+    C.noalias() += alpha * (A.transpose() * B.transpose());
 }
 
 }  // namespace saobp::cpu

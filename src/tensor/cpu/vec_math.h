@@ -11,10 +11,10 @@
 // - lane_sum: sums in 16 interleaved lanes (element c goes to lane c % 16), then adds the lanes
 //   in order: a fixed order that depends only on the length, and 16 independent add chains.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <bit>
 
 namespace saobp::cpu {
 

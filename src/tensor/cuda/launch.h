@@ -91,7 +91,8 @@ cudaError_t launch_dropout_forward(const T* x, float p, T scale, PhiloxKey key, 
                                    int64_t n);
 // gy, mask, gx: (n). gx += gy * scale where mask.
 template <class T>
-cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n, bool accumulate);
+cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n,
+                                    bool accumulate);
 
 // ---- reduce.cu (T: float, double) ----
 // src: strided, viewed as (O kept) x (R reduced) -> partial: (chunks.count, O) in double.
@@ -108,7 +109,8 @@ cudaError_t launch_finish_chunks(const double* partial, Chunks chunks, int64_t c
 template <class T>
 cudaError_t launch_gelu_forward(const T* x, T* y, int64_t n, bool tanh_approx);
 template <class T>
-cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate);
+cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx,
+                                 bool accumulate);
 // x, y: (N,C)  w, b: (C)  mean, rstd: (N)
 template <class T>
 cudaError_t launch_layernorm_forward(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
@@ -197,7 +199,7 @@ cudaError_t launch_rope(const T* x, const double* cs, const double* sn, bool inv
 // ---- sink.cu (T: float, double) ----
 // probs: (B,NH,Tn,Tn)  mask: (B,Tn) u8 or null  keep: (B,NH). The head-skip gate (kernel_list.h).
 template <class T>
-cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep, int64_t B,
-                             int64_t NH, int64_t Tn);
+cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep,
+                             int64_t B, int64_t NH, int64_t Tn);
 
 }  // namespace saobp::cuda

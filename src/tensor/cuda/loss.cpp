@@ -37,9 +37,10 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   if (logits.numel() == 0) return;
   dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    check(launch_cross_entropy_backward<T>(logits.data<T>(), targets.data<int32_t>(), lse.data<T>(),
-                                           gloss.data<T>(), ignore_index, glogits.data<T>(), N, V, accumulate),
-          "cross_entropy_backward");
+    check(
+        launch_cross_entropy_backward<T>(logits.data<T>(), targets.data<int32_t>(), lse.data<T>(),
+                                         gloss.data<T>(), ignore_index, glogits.data<T>(), N, V, accumulate),
+        "cross_entropy_backward");
   });
 }
 

@@ -27,8 +27,9 @@ void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx, bool tanh_appr
   if (x.numel() == 0) return;
   dispatch_float(x.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    check(launch_gelu_backward<T>(x.data<T>(), gy.data<T>(), gx.data<T>(), x.numel(), tanh_approx, accumulate),
-          "gelu_backward");
+    check(
+        launch_gelu_backward<T>(x.data<T>(), gy.data<T>(), gx.data<T>(), x.numel(), tanh_approx, accumulate),
+        "gelu_backward");
   });
 }
 

@@ -44,7 +44,8 @@ __global__ void gelu_forward_kernel(const T* x, T* y, int64_t n, bool tanh_appro
 
 // x, gy, gx: (n)
 template <class T>
-__global__ void gelu_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate) {
+__global__ void gelu_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx,
+                                     bool accumulate) {
   for (int64_t i = thread_id(); i < n; i += thread_count())
     gx[i] = (accumulate ? gx[i] : T(0)) + gy[i] * gelu_grad(x[i], tanh_approx);
 }
@@ -193,7 +194,8 @@ cudaError_t launch_gelu_forward(const T* x, T* y, int64_t n, bool tanh_approx) {
 }
 
 template <class T>
-cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx, bool accumulate) {
+cudaError_t launch_gelu_backward(const T* x, const T* gy, T* gx, int64_t n, bool tanh_approx,
+                                 bool accumulate) {
   gelu_backward_kernel<<<grid_for(n), kBlock>>>(x, gy, gx, n, tanh_approx, accumulate);
   return cudaGetLastError();
 }

@@ -46,8 +46,10 @@ template <class T>
 __global__ void dropout_backward_kernel(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n,
                                         bool accumulate) {
   for (int64_t i = thread_id(); i < n; i += thread_count()) {
-    if (mask[i]) gx[i] = (accumulate ? gx[i] : T(0)) + gy[i] * scale;
-    else if (!accumulate) gx[i] = T(0);
+    if (mask[i])
+      gx[i] = (accumulate ? gx[i] : T(0)) + gy[i] * scale;
+    else if (!accumulate)
+      gx[i] = T(0);
   }
 }
 
@@ -67,7 +69,8 @@ cudaError_t launch_dropout_forward(const T* x, float p, T scale, PhiloxKey key, 
 }
 
 template <class T>
-cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n, bool accumulate) {
+cudaError_t launch_dropout_backward(const T* gy, const uint8_t* mask, T scale, T* gx, int64_t n,
+                                    bool accumulate) {
   dropout_backward_kernel<<<grid_for(n), kBlock>>>(gy, mask, scale, gx, n, accumulate);
   return cudaGetLastError();
 }

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "tensor/checks.h"
-#include "tensor/rope_table.h"
 #include "tensor/cuda/common.h"
+#include "tensor/rope_table.h"
 
 namespace saobp::cuda {
 
@@ -21,7 +21,8 @@ void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
   const Tensor dsn = Tensor::from_vector(sn, {T, H}, x.device());
   dispatch_float(x.dtype(), "rope", [&](auto tag) {
     using F = decltype(tag);
-    check(launch_rope<F>(x.data<F>(), dcs.data<double>(), dsn.data<double>(), inverse, y.data<F>(), rows, T, HS),
+    check(launch_rope<F>(x.data<F>(), dcs.data<double>(), dsn.data<double>(), inverse, y.data<F>(), rows, T,
+                         HS),
           "rope");
   });
 }

@@ -34,15 +34,15 @@ __global__ void sink_gate_kernel(const T* probs, const uint8_t* mask, double tau
 }  // namespace
 
 template <class T>
-cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep, int64_t B,
-                             int64_t NH, int64_t Tn) {
+cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep,
+                             int64_t B, int64_t NH, int64_t Tn) {
   const int64_t tiles = B * NH;
   sink_gate_kernel<<<grid_for(tiles * kWarp), kBlock>>>(probs, mask, tau, fraction, keep, tiles, NH, Tn);
   return cudaGetLastError();
 }
 
-template cudaError_t launch_sink_gate<float>(const float*, const uint8_t*, double, double, float*, int64_t, int64_t,
-                                             int64_t);
+template cudaError_t launch_sink_gate<float>(const float*, const uint8_t*, double, double, float*, int64_t,
+                                             int64_t, int64_t);
 template cudaError_t launch_sink_gate<double>(const double*, const uint8_t*, double, double, double*, int64_t,
                                               int64_t, int64_t);
 
