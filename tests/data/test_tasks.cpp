@@ -240,7 +240,7 @@ TEST_CASE("tasks: a tiny BERT learns copy_first and reports accuracy per length"
 }
 
 TEST_CASE("tasks: every configs/tasks file loads and builds its task", "[tasks]") {
-  const fs::path dir = fs::path(__FILE__).parent_path().parent_path().parent_path() / "configs" / "tasks";
+  const fs::path dir = fs::path(SAOBP_SOURCE_DIR) / "configs" / "tasks";
   if (!fs::exists(dir)) return;  // built outside the source tree
   std::set<std::string> seen;
   for (const auto& f : fs::directory_iterator(dir)) {

@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRoot = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kRoot = SAOBP_SOURCE_DIR;
 std::string shipped(const std::string& name) { return (kRoot / "configs" / name).string(); }
 
 // Writes `text` to a fresh file in the temp directory and returns its path.
