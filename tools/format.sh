@@ -4,7 +4,7 @@
 # runs this first). The style is clang-format 14's, the version Debian 12 ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+mapfile -t files < <(git ls-files '*.cpp' '*.h' '*.inc' '*.cu' '*.cuh')
 if [[ ${1:-} == --check ]]; then
   bad=()
   for f in "${files[@]}"; do

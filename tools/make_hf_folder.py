@@ -17,7 +17,7 @@ and h.{i}.attn.masked_bias, as older gpt2 folders hold; --dtype f16/bf16 stores 
 half precision (round to nearest even). config.json keeps only Hugging Face's keys (the
 bert-base-uncased / gpt2 key sets): no saobp_* fields, so the folder means softmax attention
 with learned positions; a checkpoint trained otherwise is refused. The tokenizer files are
-copied. The folder is what `saobp train --init OUT_DIR` reads (src/finetune/pretrained.h).
+copied. The folder is what `saobp train --init OUT_DIR` reads (src/train/pretrained.h).
 
 Needs only numpy (safetensors is read and written by hand; the reader, tools/safetensors_io.py, is
 shared with tools/check_hf_layout.py).

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "attention/kernels.h"
 #include "autograd/var.h"
-#include "tensor/backend.h"
 
 namespace saobp {
 
@@ -33,7 +33,6 @@ struct AttentionConfig {
 const char* variant_name(AttnVariant v);
 // "original", "bp_high", "bp_low", "bp_elemmul"; throws naming the allowed values otherwise.
 AttnVariant parse_variant(const std::string& name);
-bool uses_lambda(AttnVariant v);
 
 // A model's attention settings (its config's [model] keys), resolved per layer.
 // λ per model size in the paper: 0.2 (Mini), 0.08 (Small), 0.05 (Medium). The open questions

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "autograd/var.h"
-#include "tensor/backend.h"
+#include "tensor/kernels.h"
 
 namespace saobp {
 
@@ -55,7 +55,7 @@ Var log_softmax(const Var& x, const Tensor& mask = Tensor());
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits: (..., V), targets: (...)
 // i32. With no counted row the loss is 0 (and so is its gradient).
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
-// Rotary position embedding (kernel_list.h `rope`): x (..., T, HS), HS even; the pair
+// Rotary position embedding (kernels.inc `rope`): x (..., T, HS), HS even; the pair
 // (2i, 2i+1) of position t is rotated by t base^(-2i/HS). Backward: the inverse rotation.
 Var rope(const Var& x, double base = 10000.0);
 

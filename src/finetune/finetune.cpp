@@ -11,8 +11,8 @@
 #include "core/fs.h"
 #include "finetune/benchmark.h"
 #include "finetune/lm_scoring.h"
-#include "finetune/pretrained.h"
 #include "model/gpt2.h"
+#include "train/pretrained.h"
 #include "train/trainer.h"
 
 namespace saobp::finetune {

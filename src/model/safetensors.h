@@ -43,7 +43,7 @@ struct SafetensorsFile {
 SafetensorsFile load_safetensors(const std::string& path);
 // load_safetensors that also reads F16 tensors, and returns F16 and BF16 tensors widened to f32
 // (exactly: every half-precision value is an f32), for weights published in half precision
-// (finetune/pretrained.h). There is no f16 DType; the CPU kernels compute in f32 and f64.
+// (train/pretrained.h). There is no f16 DType; the CPU kernels compute in f32 and f64.
 SafetensorsFile load_safetensors_widened(const std::string& path);
 
 // The dtype's name in the format ("F32", "F64", "I32", "U8", "BF16").

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "autograd/var.h"
-#include "tensor/backend.h"
+#include "tensor/kernels.h"
 
 namespace saobp {
 

@@ -72,7 +72,7 @@ class Task {
   // Batches in one pass over a finite training set (train.epochs); 0: an endless stream.
   virtual int64_t train_batches_per_epoch() const { return 0; }
   // Name prefixes of the tensors a pretrained body lacks (a task head): --init initializes
-  // them instead of requiring them (finetune/pretrained.h).
+  // them instead of requiring them (train/pretrained.h).
   virtual std::vector<std::string> head_prefixes() const { return {}; }
   // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
   virtual const Tokenizer* tokenizer() const { return nullptr; }

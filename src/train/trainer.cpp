@@ -15,11 +15,11 @@
 #include "attention/metrics.h"
 #include "autograd/ops.h"
 #include "core/fs.h"
-#include "finetune/pretrained.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
+#include "train/pretrained.h"
 #include "train/task.h"
 
 namespace saobp {

@@ -1,4 +1,4 @@
-// The CUDA backend against the CPU reference: every kernel of kernel_list.h runs on the same
+// The CUDA backend against the CPU reference: every kernel of kernels.inc runs on the same
 // inputs on both devices and must agree (f64 to 1e-12, f32 to 1e-5, relative to the largest
 // reference value; bitwise where both sides do the same IEEE operations in the same order).
 // The reductions and GEMM must also be bitwise identical run to run on the GPU. Without a GPU
@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "attention/kernels.h"
 #include "tensor/backend.h"
 #include "tensor/kernels.h"
 

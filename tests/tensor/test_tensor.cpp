@@ -1,6 +1,7 @@
 // Tensor: creation, metadata, views (shared storage, strides), copies, broadcasting and the
 // errors of bad geometry.
 #include "support.h"
+#include "tensor/device_info.h"
 
 using namespace saobp;
 using Catch::Contains;

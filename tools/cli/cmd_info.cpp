@@ -1,10 +1,11 @@
 // `saobp info`: what this build is and what it sees.
+#include <fmt/core.h>
 #include <omp.h>
 
 #include <Eigen/Core>
 
 #include "cli/commands.h"
-#include "tensor/backend.h"
+#include "tensor/device_info.h"
 
 namespace saobp::cli {
 

@@ -163,31 +163,6 @@ struct AdamWCoeffs {
 template <class T>
 cudaError_t launch_adamw(T* p, const T* g, T* m, T* v, const AdamWCoeffs& h, int64_t n);
 
-// ---- attention.cu (T: float, double) ----
-// Tiles are the (n,n) score matrices of the batch*NH heads, tile = b NH + h. key: (batch,n) u8,
-// 1 = token (the senders of SAOBP messages), or nullptr; c: (NH) the Potts c of each head.
-// P, s, L: (tiles,n,n). L = s + G with G the messages of beliefs P (src/attention/bp_potts.cpp).
-template <class T>
-cudaError_t launch_potts_messages(const T* P, const T* s, const uint8_t* key, const double* c, int64_t batch,
-                                  int64_t NH, int64_t n, bool causal, T* L);
-// P, dL, dP: (tiles,n,n)  dc: (tiles,n). dP = the gradient at P given dL at the refined logits;
-// dc[tile, k] += column k's share of dL/dc.
-template <class T>
-cudaError_t launch_potts_chain(const T* P, const T* dL, const uint8_t* key, const double* c, int64_t batch,
-                               int64_t NH, int64_t n, bool causal, T* dP, double* dc);
-// dc: (tiles,n)  dc_dlambda: (NH) -> glambda: (NH) += sum over b, in order, of tile (b,h)'s
-// total dc times dc_dlambda[h].
-template <class T>
-cudaError_t launch_lambda_grad(const double* dc, const double* dc_dlambda, int64_t batch, int64_t NH,
-                               int64_t n, T* glambda);
-// P, out: (R,C)  r: (R). ElemMul: out = P / r on allowed entries (else 0), r = allowed row sum.
-template <class T>
-cudaError_t launch_elemmul_normalize(const T* P, const MaskView& mask, T* out, T* r, int64_t R, int64_t C);
-// B, dB, dP: (R,C)  r: (R). dP = (dB - <dB,B>) / r on allowed entries of rows with r > 0, else 0.
-template <class T>
-cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskView& mask, T* dP, int64_t R,
-                                int64_t C);
-
 // ---- rope.cu (T: float, double) ----
 // x, y: (rows, HS) with rows = B NH Tp, row r at position r % Tp;  cs, sn: (Tp, HS/2) cos and sin
 // of the angles (double, from the host).  y[2i] = x[2i] c - x[2i+1] s,  y[2i+1] = x[2i] s +
@@ -195,11 +170,5 @@ cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskV
 template <class T>
 cudaError_t launch_rope(const T* x, const double* cs, const double* sn, bool inverse, T* y, int64_t rows,
                         int64_t Tp, int64_t HS);
-
-// ---- sink.cu (T: float, double) ----
-// probs: (B,NH,Tn,Tn)  mask: (B,Tn) u8 or null  keep: (B,NH). The head-skip gate (kernel_list.h).
-template <class T>
-cudaError_t launch_sink_gate(const T* probs, const uint8_t* mask, double tau, double fraction, T* keep,
-                             int64_t B, int64_t NH, int64_t Tn);
 
 }  // namespace saobp::cuda

@@ -1,10 +1,11 @@
 // CUDA kernels of the fused attention that are not GEMMs or softmaxes: the SAOBP Potts messages
 // and their backward, the λ gradient, and BP-ElemMul's row normalization and its backward.
-// CPU twin: src/attention/bp_potts.cpp, bp_elemmul.cpp, attention_cpu.cpp. Host: attention.cpp.
+// CPU twin: src/attention/cpu/bp_potts.cpp, bp_elemmul.cpp, attention.cpp. Host: attention.cpp.
 //
 // Column kernels give column k of a tile to one thread, which walks the rows in order: sums
 // down a column (encoder: all senders; decoder: an exclusive prefix or suffix) have one fixed
 // order, and adjacent threads read adjacent columns.
+#include "attention/cuda/launch.h"
 #include "tensor/cuda/device.cuh"
 
 namespace saobp::cuda {

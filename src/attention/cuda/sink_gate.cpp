@@ -1,6 +1,7 @@
 // saobp::cuda sink_gate: checks on the host, then the kernel of sink.cu.
-// CPU twin: src/tensor/cpu/sink.cpp (same checks and rule).
-#include "tensor/checks.h"
+// CPU twin: src/attention/cpu/sink_gate.cpp (same checks and rule).
+#include "attention/backend.h"
+#include "attention/cuda/launch.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {

@@ -8,7 +8,7 @@
 // dropout (attention_probs_dropout_prob, attn_pdrop) and GPT-2's embd_pdrop are not separate
 // settings here and are ignored. Every key whose value would make the model compute something we
 // do not implement is checked, and an error names the file, the key and the value.
-#include "finetune/pretrained.h"
+#include "train/pretrained.h"
 
 #include <algorithm>
 #include <cmath>

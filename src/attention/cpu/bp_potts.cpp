@@ -19,7 +19,7 @@
 #pragma GCC target("prefer-vector-width=512")
 #include <algorithm>
 
-#include "attention/tile.h"
+#include "attention/cpu/tile.h"
 
 namespace saobp::attn {
 

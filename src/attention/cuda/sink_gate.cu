@@ -1,6 +1,7 @@
 // CUDA kernel of the head-skip gate: one warp per (b, h) tile, lanes over rows; the peaked-row
 // count is an integer warp sum, so the result is exact and independent of scheduling.
-// CPU twin: src/tensor/cpu/sink.cpp. Host side (checks): sink.cpp.
+// CPU twin: src/attention/cpu/sink_gate.cpp. Host side (checks): sink_gate.cpp.
+#include "attention/cuda/launch.h"
 #include "tensor/cuda/device.cuh"
 
 namespace saobp::cuda {

@@ -8,7 +8,7 @@
 //   dA    = dP A + dPᵀ A          (P_jk = Σ_m A_jm A_km is bilinear in A)
 //   ds   += softmax backward of A for dA
 // A row with r_j = 0 (no allowed entry) gives B_j = 0 and passes no gradient.
-#include "attention/tile.h"
+#include "attention/cpu/tile.h"
 #include "tensor/cpu/tile_gemm.h"
 
 namespace saobp::attn {

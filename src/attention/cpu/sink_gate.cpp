@@ -1,11 +1,11 @@
 // CPU kernel of the head-skip gate (the head-skip note's sink indicator).
-// CUDA twin: src/tensor/cuda/sink.cpp + sink.cu.
+// CUDA twin: src/attention/cuda/sink_gate.cpp + sink_gate.cu.
 //
 // For every (b, h) tile of probs (T,T): n = token rows (key_mask[b, i] == 1, all T without a
 // mask), peaked = token rows i with max_j probs[i, j] > tau;  keep = 0 if peaked > fraction · n,
 // else 1. The comparison is peaked / n > fraction, done as peaked > fraction · n in double;
 // counts are integers, so the result does not depend on the order of the rows.
-#include "tensor/checks.h"
+#include "attention/backend.h"
 #include "tensor/cpu/common.h"
 
 namespace saobp::cpu {

@@ -1,5 +1,5 @@
 // Internal to src/attention/: one (batch, head) attention tile on the CPU. A tile is the T×T
-// score matrix of one head of one sequence; the fused kernel (attention_cpu.cpp) walks tiles in
+// score matrix of one head of one sequence; the fused kernel (attention.cpp) walks tiles in
 // parallel and calls the variant's refinement (bp_potts.cpp, bp_elemmul.cpp) on each, so the
 // T×T working set stays in cache (1 MiB at T = 512 in f32).
 //
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/backend.h"
+#include "attention/backend.h"
 #include "tensor/cpu/softmax_row.h"
 
 namespace saobp::attn {

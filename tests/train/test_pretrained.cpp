@@ -1,4 +1,4 @@
-// Pretrained folders (finetune/pretrained.h): Hugging Face's published layouts built here from
+// Pretrained folders (train/pretrained.h): Hugging Face's published layouts built here from
 // tiny saobp models (BertModel names without "bert." and with legacy gamma/beta, BertForMaskedLM,
 // GPT2LMHeadModel, the original gpt2 layout with attn.bias buffers), our own checkpoints, the
 // config.json mapping and its refusals, and half-precision tensors.
@@ -10,12 +10,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "finetune/pretrained.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "model/safetensors.h"
 #include "support.h"
 #include "train/checkpoint.h"
+#include "train/pretrained.h"
 #include "train/task.h"
 
 using namespace saobp;

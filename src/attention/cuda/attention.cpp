@@ -1,7 +1,7 @@
 // saobp::cuda attention_forward / attention_backward: the fused SAOBP attention of every
 // (batch, head) tile, as batched cuBLAS GEMMs around the masked softmax kernels of nn.cu and the
 // Potts / ElemMul kernels of attention.cu.
-// CPU twin: src/attention/attention_cpu.cpp (same checks, messages and steps):
+// CPU twin: src/attention/cpu/attention.cpp (same checks, messages and steps):
 //   forward:  s = scale Q Kᵀ,  A = softmax_allowed(s),  B = refine(A),  O = B V
 //   backward: dB = dO Vᵀ, dV += Bᵀ dO, ds = refine_backward(dB) (through A), dQ += scale ds K,
 //             dK += scale dsᵀ Q,  dλ_h += ∂L/∂c · dc/dλ
@@ -10,7 +10,8 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/checks.h"
+#include "attention/backend.h"
+#include "attention/cuda/launch.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {
@@ -116,7 +117,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   Tensor dB = probs.empty_like();
   gemm(gout, false, v, true, dB, 1.0, 0.0);
   if (gv.defined()) gemm(probs, true, gout, false, gv, 1.0, 1.0);
-  const bool wants_lambda = glambda.defined() && is_potts(p.variant);
+  const bool wants_lambda = glambda.defined() && uses_lambda(p.variant);
   if (!gq.defined() && !gk.defined() && !wants_lambda) return;
   if (wants_lambda) check_shape(glambda, {d.NH}, op, "glambda");
   Tensor ds = probs.zeros_like();

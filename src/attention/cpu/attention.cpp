@@ -6,9 +6,9 @@
 // (bp_elemmul.cpp). Each tile's GEMMs run on its thread (tile_gemm: our sgemm for f32, Eigen for
 // f64), and λ's gradient is summed over the batch in order: results do not depend on the thread
 // count.
-// CUDA twin: src/tensor/cuda/attention.cu.
-#include "attention/tile.h"
-#include "tensor/checks.h"
+// CUDA twin: src/attention/cuda/attention.cpp + attention.cu.
+#include "attention/backend.h"
+#include "attention/cpu/tile.h"
 #include "tensor/cpu/common.h"
 #include "tensor/cpu/tile_gemm.h"
 

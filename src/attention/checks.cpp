@@ -1,0 +1,56 @@
+// Argument checks of the attention kernels, shared by both device twins (src/attention/cpu/,
+// src/attention/cuda/), so the CPU and the GPU reject the same inputs with the same messages.
+#include "attention/backend.h"
+
+namespace saobp {
+
+AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                         const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
+                         const Tensor& aux) {
+  const char* op = "attention";
+  if (q.dim() != 4) fail(op, "q must be (B,NH,T,HS), got {}", q.str());
+  const AttnDims d{q.size(0), q.size(1), q.size(2), q.size(3)};
+  for (const Tensor* t : {&q, &k, &v}) {
+    check_shape(*t, q.shape(), op, "q, k and v");
+    check_dtype(*t, q.dtype(), op, "q, k and v");
+    require_contiguous(op, *t, "q, k and v");
+  }
+  check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
+  require_contiguous(op, probs, "probs");
+  require_contiguous(op, saved, "saved");
+  require_contiguous(op, aux, "aux");
+  if (key_mask.defined()) {
+    check_shape(key_mask, {d.B, d.T}, op, "key_mask");
+    check_dtype(key_mask, DType::u8, op, "key_mask");
+    require_contiguous(op, key_mask, "key_mask");
+  }
+  if (uses_lambda(p.variant)) {
+    if (p.steps < 1) fail(op, "BP steps must be >= 1, got {}", p.steps);
+    check_shape(lambda, {d.NH}, op, "lambda");
+    check_shape(saved, {p.steps, d.B, d.NH, d.T, d.T}, op, "saved beliefs");
+  }
+  if (p.variant == AttnVariant::bp_elemmul) {
+    check_shape(saved, {1, d.B, d.NH, d.T, d.T}, op, "saved attention");
+    check_shape(aux, {d.B, d.NH, d.T}, op, "row sums");
+  }
+  return d;
+}
+
+void check_sink_gate(const Tensor& probs, const Tensor& key_mask, const Tensor& keep) {
+  const char* op = "sink_gate";
+  if (probs.dim() != 4 || probs.size(2) != probs.size(3))
+    fail(op, "probs must be (B,NH,T,T), got {}", probs.str());
+  if (probs.dtype() != DType::f32 && probs.dtype() != DType::f64)
+    fail(op, "probs must be f32 or f64, got {}", probs.str());
+  check_shape(keep, {probs.size(0), probs.size(1)}, op, "keep");
+  check_dtype(keep, probs.dtype(), op, "keep");
+  if (key_mask.defined()) {
+    check_shape(key_mask, {probs.size(0), probs.size(2)}, op, "key_mask");
+    check_dtype(key_mask, DType::u8, op, "key_mask");
+  }
+  require_contiguous(op, probs, "probs");
+  require_contiguous(op, key_mask, "key_mask");
+  require_contiguous(op, keep, "keep");
+}
+
+}  // namespace saobp

@@ -1,0 +1,11 @@
+// What the build and the machine offer: whether the CUDA backend is compiled in and which GPUs
+// it sees (`saobp info`, the tests' device list). Defined by src/tensor/cuda/runtime.cpp, or by
+// the CPU-only stubs.
+#pragma once
+#include <string>
+
+namespace saobp::cuda {
+bool available();  // built with CUDA and a device is present
+bool built();      // built with CUDA (whether or not a device is present)
+std::string device_name(int index);
+}  // namespace saobp::cuda
