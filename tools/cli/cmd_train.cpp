@@ -1,4 +1,4 @@
-// `saobp train CONFIG [section.key=value ...]` and `saobp eval --checkpoint DIR`.
+// `saobp train CONFIG [section.key=value ...]`: a run from a TOML config, or its continuation.
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
@@ -58,29 +58,6 @@ void register_train(CLI::App& app) {
       throw CLI::ValidationError("--resume and --init exclude each other");
   });
   add_command(sub, [] { return run_train(o); });
-
-  static std::string ckpt, task, data, out;
-  static bool zero_shot = false;
-  static std::vector<std::string> eval_overrides;
-  CLI::App* ev = app.add_subcommand(
-      "eval",
-      "A checkpoint's held-out loss, accuracy and perplexity; with --task, a benchmark's official metrics");
-  ev->add_option("--checkpoint", ckpt,
-                 "checkpoint directory (ours or a Hugging Face model folder with --task)")
-      ->required();
-  ev->add_option("--task", task, "a benchmark (saobp finetune --help lists them): writes results.json");
-  ev->add_option("--data", data, "the benchmark's files (with --task)");
-  ev->add_flag("--zero-shot", zero_shot,
-               "score the candidates by a decoder's log-likelihood (race/*, hellaswag, boolq)");
-  ev->add_option("--out", out, "results.json path (with --task; default runs/eval/<task>/results.json)");
-  ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
-  add_command(ev, [] {
-    if (!task.empty()) return run_benchmark_eval(ckpt, task, data, zero_shot, eval_overrides, out);
-    if (zero_shot || !data.empty() || !out.empty())
-      throw CLI::ValidationError("--data, --zero-shot and --out go with --task");
-    evaluate_checkpoint(ckpt, eval_overrides, true);
-    return 0;
-  });
 }
 
 }  // namespace saobp::cli

@@ -25,6 +25,7 @@ void register_all(CLI::App& app) {
   register_explain(app);
   register_bench_step(app);
   register_train(app);
+  register_eval(app);
   register_bench(app);
   register_vocab(app);
   register_tokenize(app);

@@ -21,6 +21,7 @@ void register_gradcheck(CLI::App& app);
 void register_explain(CLI::App& app);
 void register_bench_step(CLI::App& app);
 void register_train(CLI::App& app);
+void register_eval(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_vocab(CLI::App& app);
 void register_tokenize(CLI::App& app);
