@@ -18,6 +18,7 @@ declare -A below=(
   [data]="core tensor"
   [train]="core tensor autograd attention model data"
   [finetune]="core tensor autograd attention model data train"
+  [report]="core tensor autograd attention model data train"
 )
 bad=0
 for dir in src/*/; do

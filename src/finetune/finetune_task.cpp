@@ -32,6 +32,7 @@
 #include "finetune/metrics.h"
 #include "finetune/squad_features.h"
 #include "model/bert.h"
+#include "model/blocks.h"
 #include "model/gpt2.h"
 #include "train/task.h"
 
@@ -498,7 +499,7 @@ class FinetuneTask : public Task {
     for (int64_t i = 0; i < R; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i * T);
     const Var cls = embedding(reshape(h, {-1, h.size(-1)}), Tensor::from_vector(rows, {R}));
     Var pooled = tanh_composite(linear(cls, pool_w_, pool_b_));
-    const RngKey key{cfg_.train.seed, name_stream("classifier.dropout"), step << 32};
+    const RngKey key = dropout_key(cfg_.train.seed, "classifier.dropout", step);
     pooled = dropout(pooled, cfg_.model.dropout, key, training);
     return linear(pooled, cls_w_, cls_b_);
   }

@@ -1,6 +1,7 @@
 #include "model/bert.h"
 
 #include "autograd/ops.h"
+#include "model/blocks.h"
 #include "model/sizes.h"
 #include "tensor/kernels.h"
 
@@ -23,51 +24,81 @@ EncoderConfig bert_medium() {
   return c;
 }
 
+std::vector<ParamSpec> bert_param_specs(const EncoderConfig& cfg) {
+  const int64_t C = cfg.hidden, I = cfg.intermediate;
+  const double sd = cfg.init_std;
+  std::vector<ParamSpec> s;
+  s.push_back({"bert.embeddings.word_embeddings.weight", {cfg.vocab, C}, Init::normal, sd});
+  if (cfg.positions == PositionKind::learned)
+    s.push_back({"bert.embeddings.position_embeddings.weight", {cfg.max_positions, C}, Init::normal, sd});
+  s.push_back({"bert.embeddings.token_type_embeddings.weight", {cfg.type_vocab, C}, Init::normal, sd});
+  s.push_back({"bert.embeddings.LayerNorm.weight", {C}, Init::ones, 0});
+  s.push_back({"bert.embeddings.LayerNorm.bias", {C}, Init::zeros, 0});
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    const std::string p = fmt::format("bert.encoder.layer.{}.", l);
+    auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+      s.push_back({p + name + ".weight", {out, in}, Init::normal, sd});
+      s.push_back({p + name + ".bias", {out}, Init::zeros, 0});
+    };
+    auto layernorm = [&](const std::string& name) {
+      s.push_back({p + name + ".weight", {C}, Init::ones, 0});
+      s.push_back({p + name + ".bias", {C}, Init::zeros, 0});
+    };
+    linear("attention.self.query", C, C);
+    linear("attention.self.key", C, C);
+    linear("attention.self.value", C, C);
+    linear("attention.output.dense", C, C);
+    layernorm("attention.output.LayerNorm");
+    linear("intermediate.dense", I, C);
+    linear("output.dense", C, I);
+    layernorm("output.LayerNorm");
+    if (has_lambda_rho(cfg.attention))
+      s.push_back({p + "attention.self.saobp_lambda_rho", {cfg.heads}, Init::zeros, 0});  // set to rho(λ)
+  }
+  if (!cfg.mlm_head) return s;
+  s.push_back({"cls.predictions.transform.dense.weight", {C, C}, Init::normal, sd});
+  s.push_back({"cls.predictions.transform.dense.bias", {C}, Init::zeros, 0});
+  s.push_back({"cls.predictions.transform.LayerNorm.weight", {C}, Init::ones, 0});
+  s.push_back({"cls.predictions.transform.LayerNorm.bias", {C}, Init::zeros, 0});
+  s.push_back({"cls.predictions.bias", {cfg.vocab}, Init::zeros, 0});
+  return s;
+}
+
 BertForMaskedLM::BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType dtype, Device device)
     : cfg_(cfg), seed_(seed), params_(seed, dtype, device) {
   cfg_.validate();
-  const int64_t C = cfg.hidden, I = cfg.intermediate;
-  const double sd = cfg.init_std;
-  auto& P = params_;
-  word_ = P.add("bert.embeddings.word_embeddings.weight", {cfg.vocab, C}, Init::normal, sd);
-  if (cfg.positions == PositionKind::learned)
-    pos_ = P.add("bert.embeddings.position_embeddings.weight", {cfg.max_positions, C}, Init::normal, sd);
-  type_ = P.add("bert.embeddings.token_type_embeddings.weight", {cfg.type_vocab, C}, Init::normal, sd);
-  emb_ln_w_ = P.add("bert.embeddings.LayerNorm.weight", {C}, Init::ones);
-  emb_ln_b_ = P.add("bert.embeddings.LayerNorm.bias", {C}, Init::zeros);
-  for (int64_t l = 0; l < cfg.layers; ++l) {
+  params_.add_all(bert_param_specs(cfg_));
+  const auto& P = params_;
+  word_ = P.get("bert.embeddings.word_embeddings.weight");
+  if (cfg_.positions == PositionKind::learned) pos_ = P.get("bert.embeddings.position_embeddings.weight");
+  type_ = P.get("bert.embeddings.token_type_embeddings.weight");
+  emb_ln_w_ = P.get("bert.embeddings.LayerNorm.weight"), emb_ln_b_ = P.get("bert.embeddings.LayerNorm.bias");
+  for (int64_t l = 0; l < cfg_.layers; ++l) {
     const std::string p = fmt::format("bert.encoder.layer.{}.", l);
-    Layer L;
-    auto lin = [&](const std::string& name, int64_t out, int64_t in, Var& w, Var& b) {
-      w = P.add(p + name + ".weight", {out, in}, Init::normal, sd);
-      b = P.add(p + name + ".bias", {out}, Init::zeros);
+    auto get = [&](const std::string& name, Var& w, Var& b) {
+      w = P.get(p + name + ".weight"), b = P.get(p + name + ".bias");
     };
-    lin("attention.self.query", C, C, L.q_w, L.q_b);
-    lin("attention.self.key", C, C, L.k_w, L.k_b);
-    lin("attention.self.value", C, C, L.v_w, L.v_b);
-    lin("attention.output.dense", C, C, L.ao_w, L.ao_b);
-    L.ao_ln_w = P.add(p + "attention.output.LayerNorm.weight", {C}, Init::ones);
-    L.ao_ln_b = P.add(p + "attention.output.LayerNorm.bias", {C}, Init::zeros);
-    lin("intermediate.dense", I, C, L.i_w, L.i_b);
-    lin("output.dense", C, I, L.o_w, L.o_b);
-    L.o_ln_w = P.add(p + "output.LayerNorm.weight", {C}, Init::ones);
-    L.o_ln_b = P.add(p + "output.LayerNorm.bias", {C}, Init::zeros);
-    if (cfg.attention.learnable_lambda && uses_lambda(cfg.attention.variant)) {
-      L.lambda_rho = P.add(p + "attention.self.saobp_lambda_rho", {cfg.heads}, Init::zeros);
-      kern::fill(L.lambda_rho.data(), lambda_to_rho(cfg.attention.lambda_for_layer(l)));
+    Layer L;
+    get("attention.self.query", L.q_w, L.q_b);
+    get("attention.self.key", L.k_w, L.k_b);
+    get("attention.self.value", L.v_w, L.v_b);
+    get("attention.output.dense", L.ao_w, L.ao_b);
+    get("attention.output.LayerNorm", L.ao_ln_w, L.ao_ln_b);
+    get("intermediate.dense", L.i_w, L.i_b);
+    get("output.dense", L.o_w, L.o_b);
+    get("output.LayerNorm", L.o_ln_w, L.o_ln_b);
+    if (has_lambda_rho(cfg_.attention)) {
+      L.lambda_rho = P.get(p + "attention.self.saobp_lambda_rho");
+      init_lambda_rho(L.lambda_rho, cfg_.attention, l);
     }
     layers_.push_back(L);
   }
-  if (!cfg.mlm_head) return;
-  head_w_ = P.add("cls.predictions.transform.dense.weight", {C, C}, Init::normal, sd);
-  head_b_ = P.add("cls.predictions.transform.dense.bias", {C}, Init::zeros);
-  head_ln_w_ = P.add("cls.predictions.transform.LayerNorm.weight", {C}, Init::ones);
-  head_ln_b_ = P.add("cls.predictions.transform.LayerNorm.bias", {C}, Init::zeros);
-  head_bias_ = P.add("cls.predictions.bias", {cfg.vocab}, Init::zeros);
-}
-
-RngKey BertForMaskedLM::dropout_key(const std::string& site, uint64_t step) const {
-  return RngKey{seed_, name_stream(site), step << 32};
+  if (!cfg_.mlm_head) return;
+  head_w_ = P.get("cls.predictions.transform.dense.weight"),
+  head_b_ = P.get("cls.predictions.transform.dense.bias");
+  head_ln_w_ = P.get("cls.predictions.transform.LayerNorm.weight");
+  head_ln_b_ = P.get("cls.predictions.transform.LayerNorm.bias");
+  head_bias_ = P.get("cls.predictions.bias");
 }
 
 Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Tensor& key_mask, bool training,
@@ -84,17 +115,14 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
   Var x = embedding(word_, ids);  // (word + position) + type, in that order
   if (cfg_.positions == PositionKind::learned) x = add(x, embedding(pos_, pos_ids));
   x = add(x, embedding(type_, types));
-  x = dropout(layernorm(x, emb_ln_w_, emb_ln_b_, cfg_.ln_eps), p, dropout_key("embeddings", step), training);
+  x = dropout(layernorm(x, emb_ln_w_, emb_ln_b_, cfg_.ln_eps), p, dropout_key(seed_, "embeddings", step),
+              training);
   if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
   const AttentionConfig acfg = cfg_.attention.call_config(false);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    Var lam;
-    if (uses_lambda(acfg.variant))
-      lam = L.lambda_rho.defined() ? lambda_learnable(L.lambda_rho)
-                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)),
-                                                     NH, params_.dtype(), params_.device());
+    const Var lam = layer_lambda(cfg_.attention, L.lambda_rho, static_cast<int64_t>(l), NH, params_);
     Var q = split_heads(linear(x, L.q_w, L.q_b), NH), k = split_heads(linear(x, L.k_w, L.k_b), NH),
         v = split_heads(linear(x, L.v_w, L.v_b), NH);
     if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
@@ -102,10 +130,10 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
     Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
     if (maps) maps->push_back(m);
     const std::string site = fmt::format("layer.{}", l);
-    a = dropout(linear(a, L.ao_w, L.ao_b), p, dropout_key(site + ".attention", step), training);
+    a = dropout(linear(a, L.ao_w, L.ao_b), p, dropout_key(seed_, site + ".attention", step), training);
     x = layernorm(add(x, a), L.ao_ln_w, L.ao_ln_b, cfg_.ln_eps);
     Var h = linear(gelu(linear(x, L.i_w, L.i_b), false), L.o_w, L.o_b);
-    h = dropout(h, p, dropout_key(site + ".output", step), training);
+    h = dropout(h, p, dropout_key(seed_, site + ".output", step), training);
     x = layernorm(add(x, h), L.o_ln_w, L.o_ln_b, cfg_.ln_eps);
     if (capture_) capture_->push_back(x.data());
   }

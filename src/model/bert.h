@@ -32,6 +32,10 @@ EncoderConfig bert_mini();
 EncoderConfig bert_small();
 EncoderConfig bert_medium();
 
+// Every tensor of BertForMaskedLM for `cfg` (the MLM head's when cfg.mlm_head), in registration
+// order.
+std::vector<ParamSpec> bert_param_specs(const EncoderConfig& cfg);
+
 class BertForMaskedLM {
  public:
   BertForMaskedLM(const EncoderConfig& cfg, uint64_t seed, DType dtype = DType::f32,
@@ -65,7 +69,6 @@ class BertForMaskedLM {
   Var word_, pos_, type_, emb_ln_w_, emb_ln_b_;  // pos_: positions == learned only
   std::vector<Layer> layers_;
   Var head_w_, head_b_, head_ln_w_, head_ln_b_, head_bias_;
-  RngKey dropout_key(const std::string& site, uint64_t step) const;
 };
 
 }  // namespace saobp

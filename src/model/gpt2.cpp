@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "model/blocks.h"
 #include "model/sizes.h"
 #include "tensor/kernels.h"
 
@@ -49,7 +50,7 @@ std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg) {
     s.push_back({p + "mlp.c_fc.bias", {I}, Init::zeros, 0});
     s.push_back({p + "mlp.c_proj.weight", {I, C}, Init::normal, proj_sd});
     s.push_back({p + "mlp.c_proj.bias", {C}, Init::zeros, 0});
-    if (cfg.attention.learnable_lambda && uses_lambda(cfg.attention.variant))
+    if (has_lambda_rho(cfg.attention))
       s.push_back({p + "attn.saobp_lambda_rho", {cfg.n_head}, Init::zeros, 0});  // set to rho(λ) below
   }
   s.push_back({"transformer.ln_f.weight", {C}, Init::ones, 0});
@@ -60,7 +61,7 @@ std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg) {
 GPT2LMHeadModel::GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType dtype, Device device)
     : cfg_(cfg), seed_(seed), params_(seed, dtype, device) {
   cfg_.validate();
-  for (const ParamSpec& s : gpt2_param_specs(cfg_)) params_.add(s.name, s.shape, s.init, s.std);
+  params_.add_all(gpt2_param_specs(cfg_));
   const auto& P = params_;
   wte_ = P.get("transformer.wte.weight");
   if (cfg_.positions == PositionKind::learned) wpe_ = P.get("transformer.wpe.weight");
@@ -73,18 +74,14 @@ GPT2LMHeadModel::GPT2LMHeadModel(const DecoderConfig& cfg, uint64_t seed, DType 
     b.ln2_w = P.get(p + "ln_2.weight"), b.ln2_b = P.get(p + "ln_2.bias");
     b.fc_w = P.get(p + "mlp.c_fc.weight"), b.fc_b = P.get(p + "mlp.c_fc.bias");
     b.mproj_w = P.get(p + "mlp.c_proj.weight"), b.mproj_b = P.get(p + "mlp.c_proj.bias");
-    if (cfg_.attention.learnable_lambda && uses_lambda(cfg_.attention.variant)) {
+    if (has_lambda_rho(cfg_.attention)) {
       b.lambda_rho = P.get(p + "attn.saobp_lambda_rho");
-      kern::fill(b.lambda_rho.data(), lambda_to_rho(cfg_.attention.lambda_for_layer(l)));
+      init_lambda_rho(b.lambda_rho, cfg_.attention, l);
     }
     blocks_.push_back(b);
   }
   lnf_w_ = P.get("transformer.ln_f.weight");
   lnf_b_ = P.get("transformer.ln_f.bias");
-}
-
-RngKey GPT2LMHeadModel::dropout_key(const std::string& site, uint64_t step) const {
-  return RngKey{seed_, name_stream(site), step << 32};
 }
 
 namespace {
@@ -107,18 +104,14 @@ Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool trai
     for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
     x = add(x, embedding(wpe_, Tensor::from_vector(pos, {1, T}, ids.device())));
   }
-  x = dropout(x, p, dropout_key("transformer.drop", step), training);
+  x = dropout(x, p, dropout_key(seed_, "transformer.drop", step), training);
   if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
   const AttentionConfig acfg = cfg_.attention.call_config(true);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
     const std::string site = fmt::format("transformer.h.{}.", l);
-    Var lam;
-    if (uses_lambda(acfg.variant))
-      lam = b.lambda_rho.defined() ? lambda_learnable(b.lambda_rho)
-                                   : lambda_constant(cfg_.attention.lambda_for_layer(static_cast<int64_t>(l)),
-                                                     NH, params_.dtype(), params_.device());
+    const Var lam = layer_lambda(cfg_.attention, b.lambda_rho, static_cast<int64_t>(l), NH, params_);
     // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
     const std::vector<Var> qkv =
         split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, cfg_.ln_eps), b.attn_w, b.attn_b), 2, C);
@@ -127,12 +120,13 @@ Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool trai
     AttentionMaps m;
     Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
     if (maps) maps->push_back(m);
-    a = dropout(conv1d(a, b.aproj_w, b.aproj_b), p, dropout_key(site + "attn.resid_dropout", step), training);
+    a = dropout(conv1d(a, b.aproj_w, b.aproj_b), p, dropout_key(seed_, site + "attn.resid_dropout", step),
+                training);
     x = add(x, a);
     // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj
     Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, cfg_.ln_eps), b.fc_w, b.fc_b), true), b.mproj_w,
                    b.mproj_b);
-    x = add(x, dropout(h, p, dropout_key(site + "mlp.dropout", step), training));
+    x = add(x, dropout(h, p, dropout_key(seed_, site + "mlp.dropout", step), training));
     if (capture_) capture_->push_back(x.data());
   }
   Var out = layernorm(x, lnf_w_, lnf_b_, cfg_.ln_eps);

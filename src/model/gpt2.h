@@ -30,15 +30,7 @@ DecoderConfig gpt2_mini();
 DecoderConfig gpt2_small();
 DecoderConfig gpt2_medium();
 
-// One tensor the model registers: its HF name, shape and initialization.
-struct ParamSpec {
-  std::string name;
-  Shape shape;
-  Init init = Init::zeros;
-  double std = 0;
-};
-// Every tensor of GPT2LMHeadModel for `cfg`, in registration order. Counting parameters from
-// this list costs nothing (the 124M model need not be built to be counted).
+// Every tensor of GPT2LMHeadModel for `cfg`, in registration order.
 std::vector<ParamSpec> gpt2_param_specs(const DecoderConfig& cfg);
 
 class GPT2LMHeadModel {
@@ -77,7 +69,6 @@ class GPT2LMHeadModel {
   ParamStore params_;
   Var wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
-  RngKey dropout_key(const std::string& site, uint64_t step) const;
 };
 
 }  // namespace saobp

@@ -26,6 +26,10 @@ Var ParamStore::add(const std::string& name, const Shape& shape, Init init, doub
   return params_.back();
 }
 
+void ParamStore::add_all(const std::vector<ParamSpec>& specs) {
+  for (const ParamSpec& s : specs) add(s.name, s.shape, s.init, s.std);
+}
+
 const Var& ParamStore::get(const std::string& name) const {
   for (const Var& p : params_)
     if (p.name() == name) return p;

@@ -17,6 +17,7 @@
 #include "core/fs.h"
 #include "data/tasks.h"
 #include "model/bert.h"
+#include "model/blocks.h"
 #include "model/gpt2.h"
 #include "train/task.h"
 
@@ -211,7 +212,7 @@ class ClsTask : public Task {
       const Var h = bert_->encode(b.ids, Tensor(), b.key_mask, training, step, maps);  // (B,T,C)
       const Var cls = embedding(reshape(h, {-1, h.size(-1)}), row_ids);                // (B,C)
       Var pooled = tanh_composite(linear(cls, pool_w_, pool_b_));
-      const RngKey key{cfg_.train.seed, name_stream("classifier.dropout"), step << 32};
+      const RngKey key = dropout_key(cfg_.train.seed, "classifier.dropout", step);
       pooled = dropout(pooled, cfg_.model.dropout, key, training);
       return linear(pooled, cls_w_, cls_b_);
     }

@@ -1,9 +1,9 @@
 // `saobp report RUN_DIR [RUN_DIR ...] [--out FILE] [--samples N] [--sample-index I]`: one
-// self-contained HTML page (inline SVG) comparing training runs (src/train/report.h).
+// self-contained HTML page (inline SVG) comparing training runs (src/report/report.h).
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "train/report.h"
+#include "report/report.h"
 
 namespace saobp::cli {
 

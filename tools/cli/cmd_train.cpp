@@ -28,12 +28,9 @@ int run_train(const TrainCli& o) {
         name.find(".wpe.") != std::string::npos)
       emb += n;
   };
-  if (cfg.model.family == "gpt2") {
-    for (const ParamSpec& p : gpt2_param_specs(decoder_config(cfg))) count(p.name, shape_numel(p.shape));
-  } else {
-    BertForMaskedLM probe(encoder_config(cfg), cfg.train.seed);
-    for (const Var& p : probe.params().all()) count(p.name(), p.numel());
-  }
+  const std::vector<ParamSpec> specs = cfg.model.family == "gpt2" ? gpt2_param_specs(decoder_config(cfg))
+                                                                  : bert_param_specs(encoder_config(cfg));
+  for (const ParamSpec& p : specs) count(p.name, shape_numel(p.shape));
   fmt::print("parameters: {} ({} in embeddings, {} in the blocks and head)\n", total, emb, total - emb);
   TrainOptions opt{o.resume, o.init, true, o.quiet};
   const TrainSummary s = train(cfg, opt);

@@ -1,4 +1,4 @@
-#include "train/svg.h"
+#include "report/svg.h"
 
 #include <fmt/format.h>
 

@@ -1,232 +1,20 @@
-#include "train/report.h"
+#include "report/sections.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <filesystem>
-#include <limits>
 #include <map>
 #include <set>
-#include <utility>
 
-#include "core/error.h"
-#include "core/fs.h"
-#include "train/analysis.h"
-#include "train/config.h"
-#include "train/svg.h"
+#include "report/svg.h"
 
-namespace saobp {
-
-namespace fs = std::filesystem;
+namespace saobp::report {
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-double number(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : kNaN;
-}
-
-std::vector<double> numbers(const nlohmann::json& j, const char* key) {
-  std::vector<double> v;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_array()) return v;
-  for (const auto& x : *it) v.push_back(x.is_number() ? x.get<double>() : kNaN);
-  return v;
-}
-
-// Per-layer series over the eval (or log) lines: [layer][line]; a line without the layer is NaN.
-using LayerSeries = std::vector<std::vector<double>>;
-void push_layers(LayerSeries& s, const std::vector<double>& v, size_t line) {
-  if (s.size() < v.size()) s.resize(v.size());
-  for (auto& layer : s) layer.resize(line + 1, kNaN);
-  for (size_t l = 0; l < v.size(); ++l) s[l][line] = v[l];
-}
-
-// Bookkeeping numbers that sit beside the metrics of a split (counts, sizes, speeds): neither
-// curves nor results columns.
-bool is_bookkeeping(const std::string& key) {
-  static const std::set<std::string> k = {"examples", "total",        "HasAns_total",   "NoAns_total",
-                                          "missing",  "tokens",       "windows",        "max_length",
-                                          "stride",   "tokens_per_s", "examples_per_s", "truncated_prompts"};
-  return k.count(key) > 0;
-}
-
-using MetricKey = std::pair<std::string, std::string>;  // (split, metric)
-
-// The (split, metric) numbers of an {"<split>": {"<metric>": value, ...}, ...} object.
-std::vector<std::pair<MetricKey, double>> split_metrics(const nlohmann::json& j) {
-  std::vector<std::pair<MetricKey, double>> out;
-  if (!j.is_object()) return out;
-  for (const auto& [split, ms] : j.items()) {
-    if (!ms.is_object()) continue;
-    for (const auto& [key, v] : ms.items())
-      if (v.is_number() && !is_bookkeeping(key)) out.push_back({{split, key}, v.get<double>()});
-  }
-  return out;
-}
-
-struct Metrics {
-  std::vector<double> step, loss, lr;                       // every logged step
-  std::vector<double> eval_step, eval_loss, eval_accuracy;  // every evaluation
-  std::vector<double> eval_epoch;                           // the epoch an evaluation ends, else NaN
-  std::map<MetricKey, std::vector<double>> eval_metrics;    // fine-tuning: per evaluation, NaN if absent
-  LayerSeries eval_gtd, eval_entropy, eval_gtd_softmax, eval_entropy_softmax;
-  std::vector<double> skip_step;
-  LayerSeries skip_rate;
-};
-
-Metrics read_metrics(const std::string& path) {
-  Metrics m;
-  const std::string text = read_file(path);
-  size_t pos = 0, lineno = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail("report", "{}:{}: not a JSON line: {}", path, lineno, e.what());
-    }
-    if (!j.is_object()) fail("report", "{}:{}: not a JSON object", path, lineno);
-    const double step = number(j, "step");
-    if (j.contains("eval_loss")) {
-      const size_t i = m.eval_step.size();
-      m.eval_step.push_back(step);
-      m.eval_loss.push_back(number(j, "eval_loss"));
-      m.eval_accuracy.push_back(number(j, "eval_accuracy"));
-      m.eval_epoch.push_back(number(j, "epoch"));
-      if (auto em = j.find("eval_metrics"); em != j.end())
-        for (const auto& [key, v] : split_metrics(*em)) {
-          std::vector<double>& s = m.eval_metrics[key];
-          s.resize(i, kNaN);
-          s.push_back(v);
-        }
-      push_layers(m.eval_gtd, numbers(j, "eval_gtd"), i);
-      push_layers(m.eval_entropy, numbers(j, "eval_entropy"), i);
-      push_layers(m.eval_gtd_softmax, numbers(j, "eval_gtd_softmax"), i);
-      push_layers(m.eval_entropy_softmax, numbers(j, "eval_entropy_softmax"), i);
-    } else if (j.contains("loss")) {
-      m.step.push_back(step);
-      m.loss.push_back(number(j, "loss"));
-      m.lr.push_back(number(j, "lr"));
-      if (j.contains("skip_rate")) {
-        const size_t i = m.skip_step.size();
-        m.skip_step.push_back(step);
-        push_layers(m.skip_rate, numbers(j, "skip_rate"), i);
-      }
-    }
-  }
-  for (auto& [key, s] : m.eval_metrics) s.resize(m.eval_step.size(), kNaN);
-  return m;
-}
-
-// A results.json of `saobp finetune` (in its run directory) or `saobp eval --task`.
-struct Result {
-  std::string name, color, path;  // color: the run's, "" for an evaluation without a run
-  nlohmann::json j;
-};
-
-nlohmann::json read_results(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("report", "{}: not JSON: {}", path, e.what());
-  }
-  if (!j.is_object() || !j.contains("metrics") || !j["metrics"].is_object())
-    fail("report",
-         "{}: no \"metrics\" object (expected the results.json of `saobp finetune` or `saobp eval --task`)",
-         path);
-  return j;
-}
-
-struct Run {
-  std::string dir, name, variant, label, color;
-  RunConfig cfg;
-  double lambda = kNaN;
-  Metrics metrics;
-  LayerMetrics a, b;
-  bool identical = false;     // A == B (attention "original")
-  std::string analysis_from;  // where a/b came from
-  Inspection sample;
-  std::string results_path;  // RUN_DIR/results.json of a fine-tuning run, "" when absent
-};
-
-std::string base_name(const std::string& dir) {
-  fs::path p(dir);
-  if (p.filename().empty()) p = p.parent_path();
-  const std::string n = p.filename().string();
-  return n.empty() ? dir : n;
-}
-
-Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
-  Run r;
-  r.dir = dir;
-  r.name = base_name(dir);
-  r.color = svg::palette(index);
-  if (!fs::is_directory(dir)) fail("report", "run directory {} does not exist", dir);
-  const fs::path metrics = fs::path(dir) / "metrics.jsonl", final_dir = fs::path(dir) / "final";
-  if (!fs::is_regular_file(metrics))
-    fail("report",
-         "run {} has no metrics.jsonl (expected {}) nor results.json: is it a `saobp train` run directory?",
-         dir, metrics.string());
-  if (!fs::is_regular_file(final_dir / "config.json") || !fs::is_regular_file(final_dir / "config.toml"))
-    fail("report",
-         "run {} has no final checkpoint ({} with config.json and config.toml): did training finish?", dir,
-         final_dir.string());
-  nlohmann::json hf;
-  try {
-    hf = nlohmann::json::parse(read_file((final_dir / "config.json").string()));
-  } catch (const nlohmann::json::exception& e) {
-    fail("report", "{}: not JSON: {}", (final_dir / "config.json").string(), e.what());
-  }
-  r.cfg = load_config((final_dir / "config.toml").string());
-  r.variant = hf.value("saobp_attention", std::string(variant_name(r.cfg.model.attention)));
-  r.lambda = hf.contains("saobp_lambda") && hf["saobp_lambda"].is_number() ? hf["saobp_lambda"].get<double>()
-                                                                           : r.cfg.model.lambda;
-  r.label = fmt::format("{} ({})", r.name, r.variant);
-  r.identical = r.variant == "original";
-  r.metrics = read_metrics(metrics.string());
-
-  // `saobp analyze --out final` writes final/analysis.json; its default --out, final/analysis/.
-  fs::path analysis = final_dir / "analysis.json";
-  if (!fs::is_regular_file(analysis)) analysis = final_dir / "analysis" / "analysis.json";
-  nlohmann::json report;
-  if (fs::is_regular_file(analysis)) {
-    try {
-      report = nlohmann::json::parse(read_file(analysis.string()));
-    } catch (const nlohmann::json::exception& e) {
-      fail("report", "{}: not JSON: {} (rerun `saobp analyze` or delete it)", analysis.string(), e.what());
-    }
-    r.analysis_from = analysis.string();
-  } else {
-    AnalysisOptions ao;
-    ao.samples = opt.samples;
-    ao.graph_metrics = false;
-    report = analyze_checkpoint(final_dir.string(), ao).to_json();
-    r.analysis_from = fmt::format("computed over {} validation samples", opt.samples);
-  }
-  r.a = layer_metrics_from_json(report, "attn", r.analysis_from);
-  r.b = layer_metrics_from_json(report, "probs", r.analysis_from);
-  r.sample = inspect_sample(final_dir.string(), opt.sample_index);
-  if (fs::is_regular_file(fs::path(dir) / "results.json"))
-    r.results_path = (fs::path(dir) / "results.json").string();
-  return r;
-}
-
-// ---- page pieces --------------------------------------------------------------------------------
 
 // "#rrggbb" moved a fraction t of the way to white.
 std::string tint(const std::string& hex, double t) {
@@ -244,20 +32,6 @@ std::vector<double> iota(size_t n) {
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
   return v;
 }
-
-struct Page {
-  std::string html;
-  std::vector<std::string> figures;  // every chart id, checked by the inline script
-  int sections = 0;                  // numbered in order: a section without data is left out
-  void section(const char* id, const std::string& title) {
-    html += fmt::format("<h2 id=\"{}\">{}. {}</h2>\n", id, ++sections, svg::escape(title));
-  }
-  void add(const std::string& id, const std::string& svg) {
-    figures.push_back(id);
-    html += "<div class=\"fig\">" + svg + "</div>\n";
-  }
-  void caption(const std::string& text) { html += "<p class=\"caption\">" + svg::escape(text) + "</p>\n"; }
-};
 
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -277,6 +51,17 @@ double last_finite(const std::vector<double>& v) {
     if (std::isfinite(*it)) return *it;
   return kNaN;
 }
+
+}  // namespace
+
+void Page::section(const char* id, const std::string& title) {
+  html += fmt::format("<h2 id=\"{}\">{}. {}</h2>\n", id, ++sections, svg::escape(title));
+}
+void Page::add(const std::string& id, const std::string& svg) {
+  figures.push_back(id);
+  html += "<div class=\"fig\">" + svg + "</div>\n";
+}
+void Page::caption(const std::string& text) { html += "<p class=\"caption\">" + svg::escape(text) + "</p>\n"; }
 
 void header(Page& p, const std::vector<Run>& runs, size_t evaluations, const ReportOptions& opt) {
   p.html += "<h1>saobp training report</h1>\n";
@@ -329,6 +114,8 @@ void training_curves(Page& p, const std::vector<Run>& runs) {
   p.html += "</div>\n";
 }
 
+namespace {
+
 // A name usable in an element id: letters, digits and '_' kept, anything else '-'.
 std::string id_part(const std::string& s) {
   std::string out = s;
@@ -336,6 +123,8 @@ std::string id_part(const std::string& s) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '-';
   return out;
 }
+
+}  // namespace
 
 // Fine-tuning runs (eval_metrics in metrics.jsonl): one chart per (split, metric), a line per run
 // over the step, epoch ends marked. Nothing when no run has them.
@@ -370,6 +159,8 @@ void finetune_curves(Page& p, const std::vector<Run>& runs) {
       (epochs ? " Dotted verticals mark the ends of epochs (e1, e2, ... in the run's color)." : ""));
 }
 
+namespace {
+
 // A metric value: fractions with 4 decimals, percentages and perplexities with 2.
 std::string fmt_metric(double v) { return fmt_num(v, std::abs(v) < 10 ? "{:.4f}" : "{:.2f}"); }
 
@@ -389,6 +180,8 @@ std::string split_counts(const nlohmann::json& j, const char* key) {
                        n.is_number() ? fmt_num(n.get<double>(), "{:.0f}") : svg::escape(n.dump()));
   return out;
 }
+
+}  // namespace
 
 // One row per results.json (fine-tuning runs and `saobp eval --task` outputs), one column per
 // (split, metric) of their final "metrics". Nothing when there is none.
@@ -450,6 +243,8 @@ void results_table(Page& p, const std::vector<Result>& results) {
   if (!skipped.empty()) p.caption(fmt::format("Malformed rows skipped: {}.", fmt::join(skipped, "; ")));
 }
 
+namespace {
+
 std::string identical_note(const std::vector<Run>& runs) {
   std::vector<std::string> names;
   for (const Run& r : runs)
@@ -458,6 +253,8 @@ std::string identical_note(const std::vector<Run>& runs) {
   return fmt::format(" For {} (attention \"original\") A and B are identical: drawn once.",
                      fmt::join(names, ", "));
 }
+
+}  // namespace
 
 void layer_figures(Page& p, const std::vector<Run>& runs) {
   p.section("layers", "Per-layer attention metrics at the end of training (paper Fig. 4)");
@@ -556,6 +353,8 @@ void trends(Page& p, const std::vector<Run>& runs) {
       identical_note(runs));
 }
 
+namespace {
+
 // (1,NH,T,T) -> head `h` as a (T x T) row-major grid, average-pooled to at most `max_side` per side.
 std::vector<double> head_grid(const Tensor& maps, int64_t h, int64_t max_side, int64_t& side, int64_t& pool) {
   const int64_t T = maps.size(-1);
@@ -573,6 +372,8 @@ std::vector<double> head_grid(const Tensor& maps, int64_t h, int64_t max_side, i
   for (size_t k = 0; k < g.size(); ++k) g[k] /= n[k];
   return g;
 }
+
+}  // namespace
 
 void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
   p.section("heatmaps", "Attention heatmaps (paper Fig. 6)");
@@ -650,7 +451,7 @@ void skip_rates(Page& p, const std::vector<Run>& runs) {
     p.caption(fmt::format("{}: head skip off (no skip_rate in metrics.jsonl).", fmt::join(off, ", ")));
 }
 
-constexpr const char* kStyle = R"(<style>
+const char* const kStyle = R"(<style>
 body { font-family: sans-serif; margin: 20px 28px; color: #222; }
 h1 { margin-bottom: 4px; } h2 { margin-top: 30px; border-bottom: 1px solid #ccc; padding-bottom: 3px; }
 h3 { margin: 14px 0 4px; font-size: 15px; }
@@ -668,7 +469,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 // Marks the page checked (html[data-report-check="ok"]) when every listed figure is a non-empty,
 // laid-out <svg>: what the headless-browser test looks for.
-constexpr const char* kCheckScript = R"(<script>
+const char* const kCheckScript = R"(<script>
 (function () {
   var ids = document.body.getAttribute('data-figures').split(' ').filter(Boolean), bad = [];
   for (var i = 0; i < ids.length; i++) {
@@ -682,80 +483,4 @@ constexpr const char* kCheckScript = R"(<script>
 </script>
 )";
 
-}  // namespace
-
-LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string& map,
-                                     const std::string& source) {
-  const nlohmann::json* r = &j;
-  if (!r->contains(map) && r->contains("report")) r = &(*r)["report"];
-  if (!r->is_object() || !r->contains(map) || !(*r)[map].is_object() || !(*r)[map].contains("layers"))
-    fail("report", "{}: no \"{}\" map with \"layers\" (expected DiagnosticsReport JSON from `saobp analyze`)",
-         source, map);
-  const nlohmann::json& m = (*r)[map];
-  LayerMetrics out;
-  for (const auto& layer : m["layers"]) {
-    out.gtd.push_back(number(layer, "gtd"));
-    out.indirect_entropy.push_back(number(layer, "indirect_entropy"));
-    out.entropy.push_back(number(layer, "entropy"));
-  }
-  out.last_layer_head_entropy = numbers(m, "last_layer_head_entropy");
-  return out;
-}
-
-std::string build_report(const ReportOptions& opt) {
-  if (opt.runs.empty()) fail("report", "no run directory given");
-  if (opt.samples < 1) fail("report", "--samples must be >= 1, got {}", opt.samples);
-  if (opt.sample_index < 0) fail("report", "--sample-index must be >= 0, got {}", opt.sample_index);
-  // An argument is a run directory (metrics.jsonl and final/, a results.json beside them when
-  // fine-tuned), a results.json file, or a folder holding a results.json only (`saobp eval --task`).
-  std::vector<Run> runs;
-  std::vector<Result> results;
-  size_t evaluations = 0;
-  for (const std::string& arg : opt.runs) {
-    const fs::path p(arg);
-    std::string file;
-    if (fs::is_regular_file(p))
-      file = arg;
-    else if (fs::is_directory(p) && !fs::exists(p / "metrics.jsonl") &&
-             fs::is_regular_file(p / "results.json"))
-      file = (p / "results.json").string();
-    if (!file.empty()) {
-      const fs::path folder = fs::absolute(file).parent_path();
-      results.push_back({base_name(folder.string()), "", file, read_results(file)});
-      ++evaluations;
-      continue;
-    }
-    runs.push_back(load_run(arg, runs.size(), opt));
-    const Run& r = runs.back();
-    if (!r.results_path.empty())
-      results.push_back({r.name, r.color, r.results_path, read_results(r.results_path)});
-  }
-
-  Page p;
-  header(p, runs, evaluations, opt);
-  results_table(p, results);
-  if (!runs.empty()) {
-    training_curves(p, runs);
-    finetune_curves(p, runs);
-    layer_figures(p, runs);
-    head_entropy(p, runs);
-    trends(p, runs);
-    heatmaps(p, runs, opt);
-    skip_rates(p, runs);
-  }
-
-  std::string names;
-  for (const Run& r : runs) names += (names.empty() ? "" : ", ") + r.label;
-  for (const Result& r : results)
-    if (r.color.empty()) names += (names.empty() ? "" : ", ") + r.name;
-  std::string ids;
-  for (const std::string& id : p.figures) ids += (ids.empty() ? "" : " ") + id;
-  return fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>saobp report: "
-      "{}</title>\n{}</head>\n<body data-figures=\"{}\">\n{}{}</body>\n</html>\n",
-      svg::escape(names), kStyle, svg::escape(ids), p.html, kCheckScript);
-}
-
-void write_report(const ReportOptions& opt) { write_file_atomic(opt.out, build_report(opt)); }
-
-}  // namespace saobp
+}  // namespace saobp::report

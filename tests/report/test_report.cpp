@@ -10,9 +10,9 @@
 #include <regex>
 
 #include "core/fs.h"
+#include "report/report.h"
+#include "report/svg.h"
 #include "train/config.h"
-#include "train/report.h"
-#include "train/svg.h"
 #include "train/trainer.h"
 
 using namespace saobp;
