@@ -26,10 +26,12 @@ Tensor grad_or_zeros(Var& p) {
 
 }  // namespace
 
-GradSum::GradSum(std::vector<Var> params, std::string reduce) : params_(std::move(params)), reduce_(std::move(reduce)) {
+GradSum::GradSum(std::vector<Var> params, std::string reduce)
+    : params_(std::move(params)), reduce_(std::move(reduce)) {
   for (const Var& p : params_) {
     if (p.data().dtype() != DType::f32)
-      fail("train", "parameter {} is {}: gradients are summed across ranks in f32 only", p.name(), p.data().str());
+      fail("train", "parameter {} is {}: gradients are summed across ranks in f32 only", p.name(),
+           p.data().str());
     numel_ += static_cast<size_t>(p.numel());
   }
 }

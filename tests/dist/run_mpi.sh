@@ -77,6 +77,7 @@ TOML
   ranks 2 "$cfg" train.grad_accum=1 train.run_dir="$work/$f-1x2" --resume "$work/$f-1x2/checkpoint-10"
   same "$f-uninterrupted" "$f-1x2/final"
 done
+cfg=$work/gpt2.toml
 
 # Onto 3 ranks: another global batch, which the log says.
 rm -r "$work/gpt2-1x2/final"
@@ -90,12 +91,12 @@ grep -q "gradients summed fast" "$work/log" || fail "train.reduce=fast did not s
 echo "run_mpi: reduce = fast trains"
 
 # A rank killed midway: mpirun ends the job; the last checkpoint is whole and resumes.
-mpirun -np 2 --oversubscribe --bind-to none "$saobp" train "$cfg" train.grad_accum=1 train.max_steps=400 \
+mpirun -np 2 --oversubscribe --bind-to none "$saobp" train "$cfg" train.grad_accum=1 train.max_steps=100 \
   train.save_every=5 train.eval_every=0 train.run_dir="$work/killed" >"$work/killed.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do
+for _ in $(seq 1200); do
   [[ -d $work/killed/checkpoint-10 ]] && break
-  sleep 0.1
+  sleep 0.05
 done
 [[ -d $work/killed/checkpoint-10 ]] || fail "the run to kill saved no checkpoint-10: $(tail -5 "$work/killed.log")"
 victim=""
@@ -105,9 +106,11 @@ done
 [[ -n $victim ]] || fail "no rank 1 among mpirun's children"
 kill -9 "$victim"
 if wait "$job"; then fail "mpirun exited 0 after rank 1 was killed"; fi
-last=$(find "$work/killed" -maxdepth 1 -name 'checkpoint-*' ! -name '*.*' | sort -t- -k2 -n | tail -1)
+[[ ! -d $work/killed/final ]] || fail "the run finished before rank 1 was killed"
+last=$(find "$work/killed" -maxdepth 1 -regex '.*/checkpoint-[0-9]+' -printf '%f\n' | sort -t- -k2 -n | tail -1)
 [[ -n $last ]] || fail "no checkpoint left after the kill"
-solo "$cfg" train.grad_accum=2 train.max_steps=400 train.save_every=5 train.eval_every=0 \
+last=$work/killed/$last
+solo "$cfg" train.grad_accum=2 train.max_steps=100 train.save_every=5 train.eval_every=0 \
   train.run_dir="$work/killed" --resume "$last"
 [[ -f $work/killed/final/model.safetensors ]] || fail "the resumed run saved no final checkpoint"
 echo "run_mpi: rank 1 killed (mpirun exited non-zero); resumed from $(basename "$last") to the end"

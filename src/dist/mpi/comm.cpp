@@ -1,12 +1,13 @@
 // comm.h with MPI (OpenMPI or any MPI-3 library). Counts are ints in MPI, so long buffers go
 // in pieces of at most 2^30 elements.
+#include "dist/comm.h"
+
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
-#include "dist/comm.h"
 
 namespace saobp::dist {
 
@@ -99,8 +100,8 @@ void allreduce_sum(float* data, size_t n, size_t bucket) {
   std::vector<MPI_Request> pending;
   for (size_t i = 0; i < n; i += bucket) {
     pending.emplace_back();
-    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(bucket, n - i)), MPI_FLOAT, MPI_SUM,
-                         MPI_COMM_WORLD, &pending.back()),
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(bucket, n - i)), MPI_FLOAT,
+                         MPI_SUM, MPI_COMM_WORLD, &pending.back()),
           "MPI_Iallreduce");
   }
   check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");

@@ -1,9 +1,10 @@
 // comm.h in a build without MPI: a world of one process. The collectives are copies; the
 // point-to-point calls have no partner and throw.
+#include "dist/comm.h"
+
 #include <cstdlib>
 
 #include "core/error.h"
-#include "dist/comm.h"
 
 namespace saobp::dist {
 
