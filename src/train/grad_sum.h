@@ -11,7 +11,9 @@
 //   - fast: each rank sums its own micro-batches, then MPI_Allreduce sums the ranks in buckets;
 //     the order of that sum is MPI's.
 // With one process both are the running sum, and with one micro-batch the gradients are left
-// exactly as the backward made them.
+// exactly as the backward made them. A parameter that no micro-batch reached keeps no gradient
+// (AdamW then leaves it alone), and one that some reached starts the sum at its first gradient,
+// on every rank, as in one process.
 #pragma once
 #include <string>
 #include <vector>
@@ -32,12 +34,17 @@ class GradSum {
   void finish();
 
  private:
-  std::vector<float> pack(const std::vector<Tensor>& grads) const;
-  void unpack(const std::vector<float>& flat);
+  // The gradients as one host buffer (zeros where undefined) and, per parameter, 1 where defined.
+  std::vector<float> pack(const std::vector<Tensor>& grads, std::vector<float>& defined) const;
+  void unpack(const std::vector<float>& flat, const std::vector<float>& defined);
+  // The ordered chain on rank r > 0: receives the sum of the ranks before, adds this rank's
+  // micro-batches and passes it on; returns the sum so far and its defined flags.
+  void chain(std::vector<float>& flat, std::vector<float>& defined);
 
   std::vector<Var> params_;
   std::string reduce_;
   size_t numel_ = 0;
+  std::vector<size_t> offset_;             // each parameter's place in the flat buffer
   std::vector<Tensor> sum_;                // the running sum (empty before the first take)
   std::vector<std::vector<Tensor>> kept_;  // ordered, rank > 0: this rank's micro-batches
 };

@@ -1,12 +1,14 @@
 // GradSum in one process: a step's gradient is the per-micro-batch gradients summed in order,
 // S = g_0; S = S + g_1; ... (the order an mpirun job reproduces, docs/distributed.md).
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "train/grad_sum.h"
 
 using namespace saobp;
 
-TEST_CASE("grad sum: micro-batch gradients are summed in order, unused parameters as zeros", "[train]") {
+TEST_CASE("grad sum: micro-batch gradients are summed in order, from the first that reached a parameter",
+          "[train]") {
   Var w(Tensor::zeros({3}), true, "w"), unused(Tensor::zeros({2}), true, "unused");
   GradSum sum({w, unused}, "ordered");
   // Element 0's float sum depends on the order (f32 spacing at 1e8 is 8): (1e8 + 4) + 4 = 1e8,
@@ -26,7 +28,16 @@ TEST_CASE("grad sum: micro-batch gradients are summed in order, unused parameter
     CHECK(got[i] == s);
   }
   CHECK(got[0] == 1e8f);
-  CHECK(unused.grad().to_vector<float>() == std::vector<float>{0.0f, 0.0f});
+  CHECK_FALSE(unused.grad().defined());  // no micro-batch reached it: AdamW leaves it alone
+
+  // Reached by the second micro-batch only: its sum is that gradient.
+  sum.take();
+  unused.grad() = Tensor::from_vector(std::vector<float>{-0.0f, 2.0f}, {2});
+  sum.take();
+  sum.finish();
+  const std::vector<float> late = unused.grad().to_vector<float>();
+  CHECK(std::signbit(late[0]));  // -0 kept: not 0 + -0
+  CHECK(late[1] == 2.0f);
 
   // One micro-batch: the backward's own tensor, untouched.
   w.grad() = Tensor::from_vector(g[1], {3});
