@@ -16,9 +16,10 @@ declare -A below=(
   [attention]="core tensor autograd"
   [model]="core tensor autograd attention"
   [data]="core tensor"
-  [train]="core tensor autograd attention model data"
-  [finetune]="core tensor autograd attention model data train"
-  [report]="core tensor autograd attention model data train"
+  [dist]="core"
+  [train]="core tensor autograd attention model data dist"
+  [finetune]="core tensor autograd attention model data dist train"
+  [report]="core tensor autograd attention model data dist train"
 )
 bad=0
 for dir in src/*/; do

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/fs.h"
+#include "dist/comm.h"
 #include "finetune/benchmark.h"
 #include "finetune/lm_scoring.h"
 #include "model/gpt2.h"
@@ -141,7 +142,9 @@ nlohmann::json run_finetune(const FinetuneOptions& o) {
     r["init_report"] = {{"loaded", s.init_report["loaded"].size()},
                         {"initialized", s.init_report["initialized"]},
                         {"unused", s.init_report["unused"]}};
-  write_file_atomic((fs::path(cfg.train.run_dir) / "results.json").string(), r.dump(2) + "\n");
+  // Under mpirun the results (and every evaluation) are rank 0's.
+  if (dist::root())
+    write_file_atomic((fs::path(cfg.train.run_dir) / "results.json").string(), r.dump(2) + "\n");
   return r;
 }
 

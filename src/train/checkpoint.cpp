@@ -53,6 +53,8 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
                                 {"data_position", c.state.data_position},
                                 {"config_hash", fmt::format("{:016x}", c.state.config_hash)},
                                 {"seed", c.state.seed},
+                                {"ranks", c.state.ranks},
+                                {"grad_accum", c.state.grad_accum},
                                 {"optimizer_steps", c.optimizer ? c.optimizer->steps_taken() : 0}};
   write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
   write_file_atomic((tmp / "config.json").string(), c.hf_config.dump(2) + "\n");
@@ -89,6 +91,8 @@ TrainerState load_training_state(const std::string& dir, AdamW& opt) {
     s.data_position = j.at("data_position").get<int64_t>();
     s.config_hash = std::stoull(j.at("config_hash").get<std::string>(), nullptr, 16);
     s.seed = j.at("seed").get<uint64_t>();
+    s.ranks = j.value("ranks", 1);
+    s.grad_accum = j.value("grad_accum", 1);
     opt.set_steps_taken(j.at("optimizer_steps").get<int64_t>());
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint", "{}: {}; the checkpoint is damaged", path, e.what());

@@ -3,7 +3,8 @@
 //
 //   model.safetensors      parameters under their Hugging Face names and layouts
 //   optimizer.safetensors  AdamW moments: "<name>.exp_avg", "<name>.exp_avg_sq"
-//   trainer_state.json     step, optimizer steps, data position, config hash, seed
+//   trainer_state.json     step, optimizer steps, data position, config hash, seed, and the
+//                          ranks x grad_accum layout of the steps
 //   config.json            Hugging Face config fields plus ours (attention variant, λ, ...)
 //   config.toml            the resolved run config
 //   tokenizer files        of a corpus run (vocab.txt / vocab.json + merges.txt, tokenizer.json),
@@ -27,6 +28,10 @@ struct TrainerState {
   int64_t data_position = 0;  // batches consumed from the training stream
   uint64_t config_hash = 0;
   uint64_t seed = 42;
+  // The micro-batch layout that took the steps (docs/distributed.md): ranks x grad_accum
+  // micro-batches per step. A checkpoint without them was written by one process.
+  int ranks = 1;
+  int grad_accum = 1;
 };
 
 struct CheckpointContents {

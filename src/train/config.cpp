@@ -240,6 +240,7 @@ const std::vector<Field>& schema() {
       field("train", "eps", &R::train, &T::eps),
       field("train", "grad_clip", &R::train, &T::grad_clip),
       field("train", "grad_accum", &R::train, &T::grad_accum),
+      field("train", "reduce", &R::train, &T::reduce),
       field("train", "epochs", &R::train, &T::epochs),
       field("train", "warmup_ratio", &R::train, &T::warmup_ratio),
       field("train", "eval_each_epoch", &R::train, &T::eval_each_epoch),
@@ -394,6 +395,7 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.eps > 0, "train.eps", "must be > 0, got {}", t.eps);
   CFG_CHECK(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = no clipping), got {}", t.grad_clip);
   CFG_CHECK(t.grad_accum >= 1, "train.grad_accum", "must be >= 1, got {}", t.grad_accum);
+  enum_check("train.reduce", t.reduce, {"ordered", "fast"});
   for (auto [key, v] : {std::pair<const char*, int64_t>{"train.eval_every", t.eval_every},
                         {"train.eval_batches", t.eval_batches},
                         {"train.log_every", t.log_every},
@@ -551,11 +553,15 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
 
 void validate_config(const RunConfig& cfg) { check(cfg, {}); }
 
-std::string to_toml(const RunConfig& cfg) {
+namespace {
+
+// The TOML of every key of the schema, less those in `skip`.
+std::string toml_of(const RunConfig& cfg, std::initializer_list<std::string_view> skip) {
   std::string out =
       "# saobp run config, fully resolved: every key, so the run can be repeated from this file\n";
   const char* section = "";
   for (const Field& f : schema()) {
+    if (std::find(skip.begin(), skip.end(), fmt::format("{}.{}", f.section, f.key)) != skip.end()) continue;
     if (std::string_view(section) != f.section) {
       out += fmt::format("\n[{}]\n", f.section);
       section = f.section;
@@ -565,7 +571,18 @@ std::string to_toml(const RunConfig& cfg) {
   return out;
 }
 
-uint64_t config_hash(const RunConfig& cfg) { return fnv1a64(to_toml(cfg)); }
+}  // namespace
+
+std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
+
+// How the global batch is split and summed may change on resume (docs/distributed.md): the
+// hash sees train.grad_accum as 1 and not train.reduce, so a run saved by 2 ranks resumes on 1
+// with grad_accum doubled (and a config without train.reduce hashes as before that key existed).
+uint64_t config_hash(const RunConfig& cfg) {
+  RunConfig c = cfg;
+  c.train.grad_accum = 1;
+  return fnv1a64(toml_of(c, {"train.reduce"}));
+}
 
 AttentionSpec attention_spec(const RunConfig& cfg) {
   AttentionSpec a;

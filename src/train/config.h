@@ -53,7 +53,10 @@ struct TrainSection {
   double lr = 5e-5, min_lr = 0;
   int64_t warmup_steps = 3000, max_steps = 60000;
   double weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, grad_clip = 1.0;  // clip 0: off
-  int grad_accum = 1;
+  int grad_accum = 1;  // micro-batches per step on each rank (docs/distributed.md)
+  // How ranks sum their gradients under mpirun: ordered (in rank order, bitwise equal to one
+  // process with grad_accum · ranks) | fast (MPI_Allreduce, no bitwise guarantee).
+  std::string reduce = "ordered";
   // Fine-tuning: train.epochs > 0 trains that many passes over the task's training split
   // (max_steps is then derived: ceil(epochs · batches per epoch / grad_accum)); warmup_ratio > 0
   // sets warmup_steps to ceil(ratio · steps); eval_each_epoch evaluates after every epoch.
@@ -113,7 +116,8 @@ void validate_config(const RunConfig& cfg);
 
 // The fully resolved config as TOML, every key of every section, in schema order.
 std::string to_toml(const RunConfig& cfg);
-// FNV-1a (64-bit) of to_toml(cfg).
+// FNV-1a (64-bit) of to_toml(cfg) with train.grad_accum taken as 1 and without train.reduce: the
+// identity of a run, which --resume requires, independent of how its batch is split and summed.
 uint64_t config_hash(const RunConfig& cfg);
 
 // The allowed keys of a section ("model", "train", "data"), in schema order; empty if unknown.

@@ -15,10 +15,12 @@
 #include "attention/metrics.h"
 #include "autograd/ops.h"
 #include "core/fs.h"
+#include "dist/comm.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
+#include "train/grad_sum.h"
 #include "train/pretrained.h"
 #include "train/task.h"
 
@@ -78,31 +80,51 @@ std::string eta_text(double secs) {
 
 TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   if (given.train.threads > 0) omp_set_num_threads(given.train.threads);
-  const std::unique_ptr<Task> task = make_task(given);
-  task->prepare_training();
+  // Under mpirun, N ranks each take given.train.grad_accum micro-batches of a step: the run is
+  // one process with grad_accum · N (grad_sum.h), which `cfg` describes. Rank 0 builds what the
+  // data needs under the run folder (vocabulary, token cache) while the others wait, then they
+  // read it.
+  const int ranks = dist::size(), rank = dist::rank();
+  const bool root = rank == 0;
+  const int64_t per_rank = given.train.grad_accum;
+  std::unique_ptr<Task> task;
+  for (int turn = 0; turn < 2; ++turn) {
+    if ((turn == 0) == root) {
+      task = make_task(given);
+      task->prepare_training();
+    }
+    if (ranks > 1) dist::barrier();
+  }
   // train.epochs becomes a step count once the task knows its training set; the config as
   // given (epochs, not steps) is what checkpoints hold and the hash covers.
   const int64_t batches_per_epoch = task->train_batches_per_epoch();
-  const RunConfig cfg = resolve_epochs(given, batches_per_epoch);
+  RunConfig global = given;
+  global.train.grad_accum = static_cast<int>(per_rank * ranks);
+  const RunConfig cfg = resolve_epochs(global, batches_per_epoch);
   const TrainSection& tc = cfg.train;
   ParamStore& params = task->params();
   AdamW adam(params.all(), adamw_config(cfg));
+  GradSum grads(params.all(), tc.reduce);
   const Schedule sched = schedule_of(cfg);
   const uint64_t hash = config_hash(given);
-  TrainerState state{0, 0, hash, tc.seed};
+  TrainerState state{0, 0, hash, tc.seed, ranks, given.train.grad_accum};
   const bool tty = opt.progress && ::isatty(1);
   auto say = [&](const std::string& line) {
-    if (opt.quiet) return;
+    if (opt.quiet || !root) return;
     fmt::print("{}{}\n", tty ? "\r" : "", line);
   };
   TrainSummary out;
-  fs::create_directories(tc.run_dir);
+  if (root) fs::create_directories(tc.run_dir);
   if (!opt.init_dir.empty()) {
     const InitReport report = init_from_pretrained(opt.init_dir, params, task->head_prefixes());
     out.init_report = report.to_json();
-    write_file_atomic((fs::path(tc.run_dir) / "init_report.json").string(), out.init_report.dump(2) + "\n");
+    if (root)
+      write_file_atomic((fs::path(tc.run_dir) / "init_report.json").string(), out.init_report.dump(2) + "\n");
     say(report.summary());
   }
+  if (ranks > 1)
+    say(fmt::format("{} ranks x {} micro-batches of {}: {} sequences per step, gradients summed {}", ranks,
+                    per_rank, tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce));
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam);
@@ -112,17 +134,31 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
           "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x}); "
           "use --init to start a new run from its weights",
           opt.resume_dir, state.config_hash, hash);
+    const int64_t saved = int64_t{state.ranks} * state.grad_accum;
+    if (saved != tc.grad_accum)
+      say(fmt::format(
+          "--resume {}: the global batch changed: the checkpoint took {} micro-batches per step ({} "
+          "ranks x grad_accum {}), this run takes {} ({} x {}); the steps from here sum a different "
+          "batch than the uninterrupted run",
+          opt.resume_dir, saved, state.ranks, state.grad_accum, tc.grad_accum, ranks, per_rank));
+    state.ranks = ranks, state.grad_accum = given.train.grad_accum;
   }
   if (given.train.epochs > 0)
     say(fmt::format("{} epochs of {} batches: {} steps, {} of warmup", given.train.epochs, batches_per_epoch,
                     tc.max_steps, tc.warmup_steps));
-  std::ofstream metrics(fs::path(tc.run_dir) / "metrics.jsonl",
-                        opt.resume_dir.empty() ? std::ios::trunc : std::ios::app);
-  if (!metrics) fail("train", "cannot write {}/metrics.jsonl", tc.run_dir);
+  // Logs, metrics and checkpoints come from rank 0; every rank holds the same weights.
+  std::ofstream metrics;
+  if (root) {
+    metrics.open(fs::path(tc.run_dir) / "metrics.jsonl",
+                 opt.resume_dir.empty() ? std::ios::trunc : std::ios::app);
+    if (!metrics) fail("train", "cannot write {}/metrics.jsonl", tc.run_dir);
+  }
   std::string last_good = opt.resume_dir.empty() ? "none" : opt.resume_dir;
   auto save = [&](const std::string& name) {
     const std::string dir = (fs::path(tc.run_dir) / name).string();
-    save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(given), task->tokenizer()});
+    dist::barrier();
+    if (root)
+      save_checkpoint(dir, {&params, &adam, state, task->hf_config(), to_toml(given), task->tokenizer()});
     last_good = dir;
     return dir;
   };
@@ -139,17 +175,28 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t step = state.step;
     const double lr = lr_at(sched, step);
-    const bool log_now = tc.log_every > 0 && ((step + 1) % tc.log_every == 0 || step == 0);
-    double loss_sum = 0;
+    const bool log_now = root && tc.log_every > 0 && ((step + 1) % tc.log_every == 0 || step == 0);
     std::vector<AttentionMaps> maps;
     Tensor mask_for_maps;
-    for (int micro = 0; micro < tc.grad_accum; ++micro) {
+    // Micro-batch `micro` of the step is the training batch data_position + micro with dropout
+    // keys of step · grad_accum + micro (grad_accum here counts every rank's micro-batches).
+    std::vector<double> my_losses;
+    for (int64_t micro = rank * per_rank; micro < (rank + 1) * per_rank; ++micro) {
       const bool keep = log_now && micro == 0;
-      Var loss = task->train_loss(state.data_position++, static_cast<uint64_t>(step * tc.grad_accum + micro),
-                                  keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
-      loss_sum += loss.data().item();
+      Var loss =
+          task->train_loss(state.data_position + micro, static_cast<uint64_t>(step * tc.grad_accum + micro),
+                           keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
+      my_losses.push_back(loss.data().item());
       scale(loss, 1.0 / tc.grad_accum).backward();
+      grads.take();
     }
+    state.data_position += tc.grad_accum;
+    // The gradient sum across ranks, timed: the transfer and the wait for the slowest rank.
+    const auto t_comm = std::chrono::steady_clock::now();
+    grads.finish();
+    double loss_sum = 0;
+    for (double l : dist::allgather(my_losses)) loss_sum += l;  // in micro-batch order
+    const double comm_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_comm).count();
     const double loss = loss_sum / tc.grad_accum;
     const double norm = clip_grad_norm(params.all(), tc.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm))
@@ -174,6 +221,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
                              {"ms_per_step", 1e3 * secs},
                              {"entropy_first_layer", h0},
                              {"entropy_last_layer", h1}};
+      if (ranks > 1) line["comm_ms_per_step"] = 1e3 * comm_secs;
       std::string skips;
       if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
         std::vector<double> rates;
@@ -191,7 +239,8 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
       metrics.flush();
     }
     const int64_t epoch = epoch_ending_at(state.step);
-    if ((tc.eval_every > 0 && state.step % tc.eval_every == 0) || epoch > 0) {
+    // Evaluation runs on rank 0 alone; the other ranks go on and wait for its gradients.
+    if (root && ((tc.eval_every > 0 && state.step % tc.eval_every == 0) || epoch > 0)) {
       const EvalResult e = task->evaluate();
       const ProbeDiagnostics d = probe_diagnostics(*task, cfg);
       say(fmt::format(
@@ -221,7 +270,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   out.steps = state.step;
   out.final_checkpoint = save("final");
   say(fmt::format("saved {}", out.final_checkpoint));
-  out.final_eval = task->final_evaluation(out.final_checkpoint, !opt.quiet);
+  if (root) out.final_eval = task->final_evaluation(out.final_checkpoint, !opt.quiet);
   return out;
 }
 

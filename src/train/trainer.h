@@ -3,8 +3,10 @@
 // that a resumed run ends bitwise where an uninterrupted one does (on the CPU).
 //
 // Step s uses the learning rate lr_at(schedule, s), the training batches data_position ..
-// data_position + grad_accum - 1, and dropout keys of (seed, site, s · grad_accum + micro): all
-// pure functions of the saved (step, data_position), so nothing else needs saving.
+// data_position + K - 1, and dropout keys of (seed, site, s · K + micro), K = grad_accum x the
+// number of ranks: all pure functions of the saved (step, data_position), so nothing else needs
+// saving. Under mpirun each rank takes grad_accum of the K micro-batches, and the gradients are
+// summed as grad_sum.h says (docs/distributed.md).
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>

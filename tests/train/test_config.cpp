@@ -218,4 +218,15 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
   c.data.text_field = "body";
   CHECK(config_hash(c) != h);
   CHECK_NOTHROW(validate_config(c));
+  // How a step's batch is split over ranks and summed is no part of a run's identity
+  // (docs/distributed.md): --resume onto another rank count changes grad_accum.
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.grad_accum=4"})) == h);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"})) == h);
+  CHECK_THAT(to_toml(base), Contains("\nreduce = \"ordered\"\n"));
+}
+
+TEST_CASE("train.reduce is ordered or fast", "[config]") {
+  CHECK(load_config(shipped("bert-mini.toml")).train.reduce == "ordered");
+  CHECK(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"}).train.reduce == "fast");
+  CHECK_THROWS_WITH(load_config(shipped("bert-mini.toml"), {"train.reduce=ring"}), Contains("train.reduce"));
 }

@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 
 #include "cli/commands.h"
+#include "dist/comm.h"
 #include "tensor/device_info.h"
 
 namespace saobp::cli {
@@ -21,6 +22,13 @@ void register_info(CLI::App& app) {
       fmt::print("  GPU            : {}\n", cuda::device_name(0));
     else if (cuda::built())
       fmt::print("  GPU            : none found\n");
+    fmt::print("  MPI            : {}\n", dist::built() ? "built" : "not built");
+    // Under mpirun: every rank's place (gathered, printed by rank 0).
+    const std::vector<std::string> layout =
+        dist::allgather(fmt::format("{} threads on {}", omp_get_max_threads(), dist::host()));
+    if (dist::size() > 1)
+      for (size_t r = 0; r < layout.size(); ++r)
+        fmt::print("  {:<15}: {}\n", fmt::format("rank {} of {}", r, layout.size()), layout[r]);
     return 0;
   });
 }

@@ -2,24 +2,42 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/comm.h"
+
+namespace {
+
+// Under mpirun with several ranks, an error ends the whole job (the other ranks would wait for
+// this one forever); alone, the exit code is returned.
+int finish(int code) {
+  if (code != 0 && saobp::dist::size() > 1) saobp::dist::abort(code);
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  const saobp::dist::Session mpi(argc, argv);
+  // Logs come from rank 0 only: the other ranks' standard output is discarded (their errors
+  // still reach standard error).
+  if (saobp::dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    fmt::print(stderr, "saobp: rank {}: cannot silence standard output\n", saobp::dist::rank());
   CLI::App app{"saobp: a from-scratch transformer trainer for attention-localization research"};
   app.require_subcommand(1);
   saobp::cli::register_all(app);
   try {
     app.parse(argc, argv);
-    return saobp::cli::run_selected(app);
+    return finish(saobp::cli::run_selected(app));
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return finish(app.exit(e));
   } catch (const saobp::Error& e) {
     fmt::print(stderr, "saobp: error: {}\n", e.what());
-    return 1;
+    return finish(1);
   } catch (const std::exception& e) {
     fmt::print(stderr, "saobp: unexpected error: {}\n", e.what());
-    return 2;
+    return finish(2);
   }
 }
