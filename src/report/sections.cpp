@@ -61,7 +61,9 @@ void Page::add(const std::string& id, const std::string& svg) {
   figures.push_back(id);
   html += "<div class=\"fig\">" + svg + "</div>\n";
 }
-void Page::caption(const std::string& text) { html += "<p class=\"caption\">" + svg::escape(text) + "</p>\n"; }
+void Page::caption(const std::string& text) {
+  html += "<p class=\"caption\">" + svg::escape(text) + "</p>\n";
+}
 
 void header(Page& p, const std::vector<Run>& runs, size_t evaluations, const ReportOptions& opt) {
   p.html += "<h1>saobp training report</h1>\n";

@@ -3,8 +3,6 @@
 // (primitives.cpp), summed into per-layer and per-head means that report() hands out.
 // Eigen's double GEMM is instantiated here too: see primitives.cpp for this pragma.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "attention/diagnostics.h"
-
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -12,6 +10,7 @@
 #include <array>
 #include <cmath>
 
+#include "attention/diagnostics.h"
 #include "core/error.h"
 
 namespace saobp {

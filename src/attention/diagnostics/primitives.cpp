@@ -6,13 +6,12 @@
 // (_mm512_extractf64x4_pd / _mm512_insertf64x4 on _mm256_undefined_pd); it must be silenced
 // before the intrinsics headers are read, so this comes first.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "attention/diagnostics.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "attention/diagnostics.h"
 #include "core/error.h"
 
 namespace saobp {

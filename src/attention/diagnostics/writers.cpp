@@ -1,11 +1,10 @@
 // DiagnosticsReport's writers (src/attention/diagnostics.h): the JSON report and the per-layer,
 // per-head and per-position CSV tables `saobp analyze` writes (formats: docs/diagnostics.md).
-#include "attention/diagnostics.h"
-
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "attention/diagnostics.h"
 
 namespace saobp {
 
