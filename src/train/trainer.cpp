@@ -140,7 +140,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     const int64_t step = state.step;
     const double lr = lr_at(sched, step);
     const bool log_now = tc.log_every > 0 && ((step + 1) % tc.log_every == 0 || step == 0);
-    double loss_sum = 0;
+    double loss_sum = 0, penalty_sum = 0;
     std::vector<AttentionMaps> maps;
     Tensor mask_for_maps;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
@@ -148,6 +148,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
       Var loss = task->train_loss(state.data_position++, static_cast<uint64_t>(step * tc.grad_accum + micro),
                                   keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
       loss_sum += loss.data().item();
+      penalty_sum += task->regularizer().last_penalty();
       scale(loss, 1.0 / tc.grad_accum).backward();
     }
     const double loss = loss_sum / tc.grad_accum;
@@ -173,20 +174,22 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
                              {"tokens_per_s", tokens_per_step / secs},
                              {"ms_per_step", 1e3 * secs},
                              {"entropy_first_layer", h0},
-                             {"entropy_last_layer", h1}};
-      std::string skips;
+                             {"entropy_last_layer", h1},
+                             {"reg_penalty", penalty_sum / tc.grad_accum}};
+      std::string extra;  // the regularizer's penalty and the head skip's rates, when on
+      if (task->regularizer().on()) extra = fmt::format(" | reg penalty {:.4g}", penalty_sum / tc.grad_accum);
       if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
         std::vector<double> rates;
         for (const AttentionMaps& m : maps) rates.push_back(skip_rate(m.keep));
         line["skip_rate"] = rates;
-        skips = fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
+        extra += fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
       }
       say(fmt::format(
           "step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
           "ETA {} | entropy L0 {:.3f} L{} {:.3f}{}",
           state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs,
           eta_text(avg_secs * static_cast<double>(tc.max_steps - state.step)), h0, maps.size() - 1, h1,
-          skips));
+          extra));
       metrics << line.dump() << '\n';
       metrics.flush();
     }

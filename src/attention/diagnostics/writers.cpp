@@ -1,11 +1,10 @@
 // DiagnosticsReport's writers (src/attention/diagnostics.h): the JSON report and the per-layer,
 // per-head and per-position CSV tables `saobp analyze` writes (formats: docs/diagnostics.md).
-#include "attention/diagnostics.h"
-
 #include <fmt/format.h>
 
 #include <cmath>
 
+#include "attention/diagnostics.h"
 
 namespace saobp {
 
@@ -121,6 +120,14 @@ std::string DiagnosticsReport::positions_csv() const {
                          csv_num(md.layers[l].position_entropy[p]), position_count[p]);
     }
   }
+  return s;
+}
+
+std::string DiagnosticsReport::per_sample_csv() const {
+  std::string s = "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n";
+  for (const SampleDiagnostics& d : per_sample)
+    s += fmt::format("{},{},{},{},{},{},{},{},{}\n", d.sample, d.layer, map_name(d.map), d.head, d.tokens,
+                     csv_num(d.entropy), csv_num(d.gtd), csv_num(d.clustering), csv_num(d.betweenness));
   return s;
 }
 
