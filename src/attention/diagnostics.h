@@ -105,6 +105,7 @@ struct DiagnosticsOptions {
   double sinky_fraction = 0.8;
   bool causal = false;        // decoder maps: sparsity ignores the upper triangle
   bool graph_metrics = true;  // CC and BC (the costliest part after GTD)
+  bool per_sample = false;    // keep every (sample, layer, map, head)'s values (per_sample_csv)
   void validate() const;      // throws naming the offending field
   nlohmann::json to_json() const;
 };
@@ -138,6 +139,15 @@ struct MapDiagnostics {
   std::vector<double> last_layer_head_entropy;
 };
 
+// One (sample, layer, map, head) of the samples fed (analyze --per-sample, the scatter of the
+// paper's Fig. 2). sample: the index among all samples fed, in order (a sample with no token has
+// no rows); tokens: its real tokens n; clustering and betweenness NaN without graph_metrics.
+struct SampleDiagnostics {
+  int64_t sample = 0, layer = 0, head = 0, tokens = 0;
+  int map = 0;  // 0 = A (softmax), 1 = B (refined)
+  double entropy = 0, gtd = 0, clustering = 0, betweenness = 0;
+};
+
 struct DiagnosticsReport {
   DiagnosticsOptions options;
   int64_t samples = 0;        // samples averaged (those with at least one token)
@@ -150,6 +160,8 @@ struct DiagnosticsReport {
   // Per layer, the fraction of (sample, head) pairs the model's head skip dropped (empty when
   // the model does not skip heads). Filled by the caller that ran the model (analyze).
   std::vector<double> skip_rate;
+  // Every (sample, layer, map, head) in sample order, then layer, map, head (options.per_sample).
+  std::vector<SampleDiagnostics> per_sample;
 
   nlohmann::json to_json() const;
   // One row per (map, layer): map,layer,<metrics>,cross_gtd,cross_indirect_entropy.
@@ -158,6 +170,8 @@ struct DiagnosticsReport {
   std::string heads_csv() const;
   // One row per (map, layer, head, position); head "mean" = the layer's head mean.
   std::string positions_csv() const;
+  // One row per entry of per_sample: sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness.
+  std::string per_sample_csv() const;
 };
 
 class DiagnosticsAccumulator {
@@ -187,6 +201,7 @@ class DiagnosticsAccumulator {
   DiagnosticsOptions opt_;
   int64_t L_ = 0, NH_ = 0;
   int64_t samples_ = 0, empty_samples_ = 0;
+  std::vector<SampleDiagnostics> per_sample_;  // opt_.per_sample
   bool has_values_ = false;
   std::vector<int64_t> position_count_;
   std::vector<Sums> sums_[2];                        // [map][l * NH + h]

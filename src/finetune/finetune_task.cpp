@@ -129,7 +129,7 @@ class FinetuneTask : public Task {
     if (train_.empty()) fail("finetune", "{}: this task was built for evaluation only", spec_.name);
     const Batch b = batch_of(train_, train_order(index));
     if (mask) *mask = b.mask;
-    return loss(b, forward(b, true, step, maps));
+    return reg_.add(loss(b, forward(b, true, step, maps)), b.mask);
   }
 
   EvalResult evaluate() override {
@@ -297,6 +297,9 @@ class FinetuneTask : public Task {
       gpt_ = std::make_unique<GPT2LMHeadModel>(d, cfg_.train.seed);
       score_w_ = gpt_->params().add("score.weight", {K, C}, Init::normal, d.init_std);
     }
+    reg_ = Regularizer(cfg_, gpt_ ? gpt_->params() : bert_->params());
+    if (bert_) bert_->capture_qk(reg_.qk());
+    if (gpt_) gpt_->capture_qk(reg_.qk());
   }
 
   // ---- data -----------------------------------------------------------------------------------

@@ -119,6 +119,8 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
               training);
   if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
+  const bool keep_qk = qk_ && training;
+  if (keep_qk) qk_->clear();
   const AttentionConfig acfg = cfg_.attention.call_config(false);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
@@ -126,6 +128,7 @@ Var BertForMaskedLM::encode(const Tensor& ids, const Tensor& type_ids, const Ten
     Var q = split_heads(linear(x, L.q_w, L.q_b), NH), k = split_heads(linear(x, L.k_w, L.k_b), NH),
         v = split_heads(linear(x, L.v_w, L.v_b), NH);
     if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
+    if (keep_qk) qk_->emplace_back(q, k);
     AttentionMaps m;
     Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
     if (maps) maps->push_back(m);

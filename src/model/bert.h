@@ -4,6 +4,7 @@
 // (dense + GELU + LayerNorm + decoder tied to the word embeddings + bias). Attention is the
 // SAOBP family (src/attention/attention.h), chosen by the config.
 #pragma once
+#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
@@ -56,9 +57,13 @@ class BertForMaskedLM {
   // While set, encode() stores the hidden states in *hidden: the embeddings' output, then every
   // layer's output, (B,T,C) each (for `saobp inspect`). nullptr stops it.
   void capture_hidden(std::vector<Tensor>* hidden) { capture_ = hidden; }
+  // While set, every training forward (training = true) stores each layer's (q, k) (B,NH,T,HS), after
+  // RoPE, in *qk, replacing what it held: the input of Entropy-Reg (train/regularizer.h).
+  void capture_qk(std::vector<std::pair<Var, Var>>* qk) { qk_ = qk; }
 
  private:
   std::vector<Tensor>* capture_ = nullptr;
+  std::vector<std::pair<Var, Var>>* qk_ = nullptr;
   struct Layer {
     Var q_w, q_b, k_w, k_b, v_w, v_b, ao_w, ao_b, ao_ln_w, ao_ln_b, i_w, i_b, o_w, o_b, o_ln_w, o_ln_b;
     Var lambda_rho;  // learnable λ only

@@ -107,6 +107,8 @@ Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool trai
   x = dropout(x, p, dropout_key(seed_, "transformer.drop", step), training);
   if (capture_) capture_->assign(1, x.data());
   if (maps) maps->clear();
+  const bool keep_qk = qk_ && training;
+  if (keep_qk) qk_->clear();
   const AttentionConfig acfg = cfg_.attention.call_config(true);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
@@ -117,6 +119,7 @@ Var GPT2LMHeadModel::hidden(const Tensor& ids, const Tensor& key_mask, bool trai
         split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, cfg_.ln_eps), b.attn_w, b.attn_b), 2, C);
     Var q = split_heads(qkv[0], NH), k = split_heads(qkv[1], NH), v = split_heads(qkv[2], NH);
     if (cfg_.positions == PositionKind::rope) q = rope(q, cfg_.rope_base), k = rope(k, cfg_.rope_base);
+    if (keep_qk) qk_->emplace_back(q, k);
     AttentionMaps m;
     Var a = merge_heads(attention(q, k, v, key_mask, lam, acfg, maps ? &m : nullptr));
     if (maps) maps->push_back(m);

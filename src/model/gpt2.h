@@ -6,6 +6,7 @@
 // causal masking; positions may instead be rotary (RoPE on q and k) or absent.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
@@ -57,9 +58,13 @@ class GPT2LMHeadModel {
   // While set, hidden() stores the residual stream in *hidden: after the embeddings, then after
   // every block, and last the ln_f output, (B,T,C) each (for `saobp inspect`). nullptr stops it.
   void capture_hidden(std::vector<Tensor>* hidden) { capture_ = hidden; }
+  // While set, every training forward (training = true) stores each layer's (q, k) (B,NH,T,HS), after
+  // RoPE, in *qk, replacing what it held: the input of Entropy-Reg (train/regularizer.h).
+  void capture_qk(std::vector<std::pair<Var, Var>>* qk) { qk_ = qk; }
 
  private:
   std::vector<Tensor>* capture_ = nullptr;
+  std::vector<std::pair<Var, Var>>* qk_ = nullptr;
   struct Block {
     Var ln1_w, ln1_b, attn_w, attn_b, aproj_w, aproj_b, ln2_w, ln2_b, fc_w, fc_b, mproj_w, mproj_b;
     Var lambda_rho;  // learnable λ only

@@ -49,6 +49,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   DiagnosticsOptions d;
   d.causal = cfg.model.family == "gpt2";
   d.graph_metrics = opt.graph_metrics;
+  d.per_sample = opt.per_sample;
   DiagnosticsAccumulator acc(d);
   int64_t remaining = opt.samples;
   std::vector<double> kept;  // per layer: (sample, head) pairs kept by the head skip
@@ -81,6 +82,8 @@ void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, c
   write_file_atomic((fs::path(out_dir) / "layers.csv").string(), r.layers_csv());
   write_file_atomic((fs::path(out_dir) / "heads.csv").string(), r.heads_csv());
   write_file_atomic((fs::path(out_dir) / "positions.csv").string(), r.positions_csv());
+  if (r.options.per_sample)
+    write_file_atomic((fs::path(out_dir) / "per_sample.csv").string(), r.per_sample_csv());
 }
 
 namespace {

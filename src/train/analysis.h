@@ -16,6 +16,7 @@ struct AnalysisOptions {
   int64_t samples = 1024;              // held-out sequences averaged
   std::vector<std::string> overrides;  // "section.key=value" on the checkpoint's config.toml
   bool graph_metrics = true;           // clustering and betweenness (the slow part)
+  bool per_sample = false;             // also every (sample, layer, map, head): per_sample.csv
 };
 
 // Runs the checkpoint's model (eval mode) over the first `samples` sequences of its validation
@@ -23,7 +24,8 @@ struct AnalysisOptions {
 DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt);
 
 // Writes analysis.json (the report, the options and the checkpoint) and the CSV tables
-// layers.csv, heads.csv, positions.csv into out_dir (created); files are written atomically.
+// layers.csv, heads.csv, positions.csv (and per_sample.csv when r.options.per_sample) into out_dir
+// (created); files are written atomically.
 void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, const std::string& out_dir);
 
 struct Inspection {

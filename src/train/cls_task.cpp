@@ -54,6 +54,9 @@ class ClsTask : public Task {
     } else {
       fail("train", "model.family '{}' is not bert or gpt2", m.family);
     }
+    reg_ = Regularizer(cfg, params());
+    if (bert_) bert_->capture_qk(reg_.qk());
+    if (gpt_) gpt_->capture_qk(reg_.qk());
   }
 
   ParamStore& params() override { return bert_ ? bert_->params() : gpt_->params(); }
@@ -61,7 +64,7 @@ class ClsTask : public Task {
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const tasks::Batch batch = train_batch(index);
     if (mask) *mask = batch.key_mask;
-    return cross_entropy(logits(batch, true, step, maps), labels(batch));
+    return reg_.add(cross_entropy(logits(batch, true, step, maps), labels(batch)), batch.key_mask);
   }
 
   EvalResult evaluate() override { return evaluate_at(cfg_.train.seq_len); }

@@ -250,6 +250,9 @@ const std::vector<Field>& schema() {
       field("train", "save_every", &R::train, &T::save_every),
       field("train", "run_dir", &R::train, &T::run_dir),
       field("train", "threads", &R::train, &T::threads),
+      field("train", "regularizer", &R::train, &T::regularizer),
+      field("train", "regularizer_coef", &R::train, &T::regularizer_coef),
+      field("train", "entropy_reg_gamma", &R::train, &T::entropy_reg_gamma),
       field("data", "kind", &R::data, &D::kind),
       field("data", "path", &R::data, &D::path),
       field("data", "text_field", &R::data, &D::text_field),
@@ -403,6 +406,12 @@ void check(const RunConfig& c, const Origins& origins) {
     CFG_CHECK(v >= 0, key, "must be >= 0, got {}", v);
   CFG_CHECK(!t.run_dir.empty(), "train.run_dir", "must not be empty");
   CFG_CHECK(t.threads >= 0, "train.threads", "must be >= 0 (0 = OpenMP's default), got {}", t.threads);
+  // The baseline regularizers (docs/baselines.md).
+  enum_check("train.regularizer", t.regularizer, {"none", "entropy", "eigen"});
+  CFG_CHECK(std::isfinite(t.regularizer_coef) && t.regularizer_coef >= 0, "train.regularizer_coef",
+            "must be a finite number >= 0, got {}", t.regularizer_coef);
+  CFG_CHECK(std::isfinite(t.entropy_reg_gamma) && t.entropy_reg_gamma >= 0, "train.entropy_reg_gamma",
+            "must be a finite number >= 0, got {}", t.entropy_reg_gamma);
 
   const DataSection& d = c.data;
   enum_check("data.kind", d.kind, {"synthetic", "text", "fortune", "wikitext", "jsonl", "task", "benchmark"});

@@ -66,6 +66,11 @@ struct TrainSection {
   int64_t eval_every = 1000, eval_batches = 50, log_every = 100, save_every = 5000;  // 0: never
   std::string run_dir = "runs/<name>";
   int threads = 0;  // 0: OpenMP's default
+  // A baseline regularizer added to the training loss (docs/baselines.md): none | entropy
+  // (Entropy-Reg, Jha & Reagen 2025) | eigen (Eigen-Reg, Bao et al. 2024); loss = task loss +
+  // regularizer_coef · penalty; entropy_reg_gamma is Entropy-Reg's margin factor γ.
+  std::string regularizer = "none";
+  double regularizer_coef = 1e-5, entropy_reg_gamma = 0.2;
   bool operator==(const TrainSection&) const = default;
 };
 

@@ -43,12 +43,16 @@ class LmTask : public Task {
 class MlmTask : public LmTask<MlmData> {
  public:
   explicit MlmTask(const RunConfig& cfg)
-      : LmTask(cfg, prepare_mlm_data(cfg)), model_(encoder_config(cfg), cfg.train.seed) {}
+      : LmTask(cfg, prepare_mlm_data(cfg)), model_(encoder_config(cfg), cfg.train.seed) {
+    reg_ = Regularizer(cfg, model_.params());
+    model_.capture_qk(reg_.qk());
+  }
   ParamStore& params() override { return model_.params(); }
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const MlmBatch b = data_.source->batch(Split::train, index);
     if (mask) *mask = b.key_mask;
-    return model_.mlm_loss(model_.encode(b.ids, Tensor(), b.key_mask, true, step, maps), b.labels);
+    return reg_.add(model_.mlm_loss(model_.encode(b.ids, Tensor(), b.key_mask, true, step, maps), b.labels),
+                    b.key_mask);
   }
   EvalResult evaluate() override {
     NoGradGuard ng;
@@ -98,12 +102,16 @@ class MlmTask : public LmTask<MlmData> {
 class ClmTask : public LmTask<ClmData> {
  public:
   explicit ClmTask(const RunConfig& cfg)
-      : LmTask(cfg, prepare_clm_data(cfg)), model_(decoder_config(cfg), cfg.train.seed) {}
+      : LmTask(cfg, prepare_clm_data(cfg)), model_(decoder_config(cfg), cfg.train.seed) {
+    reg_ = Regularizer(cfg, model_.params());
+    model_.capture_qk(reg_.qk());
+  }
   ParamStore& params() override { return model_.params(); }
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const ClmBatch b = data_.source->batch(Split::train, index);
     if (mask) *mask = b.key_mask;
-    return model_.lm_loss(model_.forward(b.ids, b.key_mask, true, step, maps), b.targets);
+    return reg_.add(model_.lm_loss(model_.forward(b.ids, b.key_mask, true, step, maps), b.targets),
+                    b.key_mask);
   }
   EvalResult evaluate() override {
     NoGradGuard ng;

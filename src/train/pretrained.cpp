@@ -336,8 +336,9 @@ InitReport init_from_pretrained(const std::string& dir, ParamStore& params,
     if (hit == tried.end()) {
       const bool head = std::any_of(head_prefixes.begin(), head_prefixes.end(),
                                     [&](const std::string& h) { return starts_with(name, h); });
-      // A learnable λ is ours: HF folders do not have it, and it starts from the config's λ.
-      if (head || ends_with(name, "saobp_lambda_rho")) {
+      // A learnable λ and Entropy-Reg's θ are ours: HF folders do not have them, and they start
+      // from the config (λ) or the regularizer's initial threshold (θ).
+      if (head || ends_with(name, "saobp_lambda_rho") || ends_with(name, "saobp_entropy_theta")) {
         r.initialized.push_back(name);
       } else {
         missing.push_back(name);

@@ -15,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "model/params.h"
 #include "train/config.h"
+#include "train/regularizer.h"
 
 namespace saobp {
 
@@ -76,6 +77,13 @@ class Task {
   virtual std::vector<std::string> head_prefixes() const { return {}; }
   // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
   virtual const Tokenizer* tokenizer() const { return nullptr; }
+  // train.regularizer (off unless set): the penalty of the last train_loss is logged.
+  const Regularizer& regularizer() const { return reg_; }
+
+ protected:
+  // Each task builds it after its model (Regularizer(cfg, params)), hands the model reg_.qk()
+  // (capture_qk) and returns reg_.add(loss, key_mask) from train_loss.
+  Regularizer reg_;
 };
 
 // The task of cfg: bert + corpus/synthetic -> masked LM, gpt2 -> causal LM, data.kind "task"

@@ -180,13 +180,14 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     Tensor mask_for_maps;
     // Micro-batch `micro` of the step is the training batch data_position + micro with dropout
     // keys of step · grad_accum + micro (grad_accum here counts every rank's micro-batches).
-    std::vector<double> my_losses;
+    std::vector<double> my_losses, my_penalties;  // the regularizer's penalty of each micro-batch
     for (int64_t micro = rank * per_rank; micro < (rank + 1) * per_rank; ++micro) {
       const bool keep = log_now && micro == 0;
       Var loss =
           task->train_loss(state.data_position + micro, static_cast<uint64_t>(step * tc.grad_accum + micro),
                            keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
       my_losses.push_back(loss.data().item());
+      my_penalties.push_back(task->regularizer().last_penalty());
       scale(loss, 1.0 / tc.grad_accum).backward();
       grads.take();
     }
@@ -196,6 +197,9 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
     grads.finish();
     double loss_sum = 0;
     for (double l : dist::allgather(my_losses)) loss_sum += l;  // in micro-batch order
+    double penalty = 0;
+    for (double x : dist::allgather(my_penalties)) penalty += x;
+    penalty /= static_cast<double>(tc.grad_accum);
     const double comm_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_comm).count();
     const double loss = loss_sum / tc.grad_accum;
     const double norm = clip_grad_norm(params.all(), tc.grad_clip);
@@ -220,21 +224,23 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
                              {"tokens_per_s", tokens_per_step / secs},
                              {"ms_per_step", 1e3 * secs},
                              {"entropy_first_layer", h0},
-                             {"entropy_last_layer", h1}};
+                             {"entropy_last_layer", h1},
+                             {"reg_penalty", penalty}};
       if (ranks > 1) line["comm_ms_per_step"] = 1e3 * comm_secs;
-      std::string skips;
+      std::string extra;  // the regularizer's penalty and the head skip's rates, when on
+      if (task->regularizer().on()) extra = fmt::format(" | reg penalty {:.4g}", penalty);
       if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
         std::vector<double> rates;
         for (const AttentionMaps& m : maps) rates.push_back(skip_rate(m.keep));
         line["skip_rate"] = rates;
-        skips = fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
+        extra += fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
       }
       say(fmt::format(
           "step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
           "ETA {} | entropy L0 {:.3f} L{} {:.3f}{}",
           state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs,
           eta_text(avg_secs * static_cast<double>(tc.max_steps - state.step)), h0, maps.size() - 1, h1,
-          skips));
+          extra));
       metrics << line.dump() << '\n';
       metrics.flush();
     }

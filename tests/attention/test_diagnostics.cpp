@@ -520,3 +520,55 @@ TEST_CASE("diagnostics: primitive cost", "[.][diagnostics-bench]") {
   time("sink", [](const RowMatrix& a) { return sink_indicator(a).peaked_fraction; });
   CHECK(std::isfinite(sink));
 }
+
+TEST_CASE("diagnostics: per-sample rows match the means, skip empty samples, ignore the thread count",
+          "[diagnostics]") {
+  const int64_t B = 4, NH = 2, T = 10, L = 2;
+  std::vector<uint8_t> km(static_cast<size_t>(B * T), 1);
+  for (int64_t t = 6; t < T; ++t) km[static_cast<size_t>(1 * T + t)] = 0;  // sample 1: 6 tokens
+  for (int64_t t = 0; t < T; ++t) km[static_cast<size_t>(3 * T + t)] = 0;  // sample 3: none
+  std::vector<AttentionMaps> layers(L);
+  for (int64_t l = 0; l < L; ++l) {
+    layers[l].attn = random_maps(B, NH, T, km, 400 + l, 2.0);
+    layers[l].probs = random_maps(B, NH, T, km, 500 + l, 1.0);
+  }
+  const Tensor mask = test::mask_of(km, {B, T});
+  auto run = [&] {
+    DiagnosticsOptions o;
+    o.per_sample = true;
+    DiagnosticsAccumulator acc(o);
+    acc.add(layers, mask);
+    acc.add(layers, mask);  // samples 4..7
+    return acc.report();
+  };
+  const DiagnosticsReport r = test::with_threads(1, run);
+  CHECK(r.per_sample_csv() == test::with_threads(2, run).per_sample_csv());
+  // 6 samples with tokens (3 and 7 have none) x L x 2 maps x NH.
+  REQUIRE(r.per_sample.size() == static_cast<size_t>(6 * L * 2 * NH));
+  const std::string csv = r.per_sample_csv();
+  CHECK(csv.rfind("sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n", 0) == 0);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 6 * L * 2 * NH);
+  std::vector<int64_t> seen;
+  for (const SampleDiagnostics& d : r.per_sample) {
+    if (seen.empty() || seen.back() != d.sample) seen.push_back(d.sample);
+    CHECK(d.tokens == (d.sample % 4 == 1 ? 6 : T));
+  }
+  CHECK(seen == std::vector<int64_t>{0, 1, 2, 4, 5, 6});
+  // The per-sample values average to the per-head report (same samples, same order).
+  for (int m = 0; m < 2; ++m)
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < NH; ++h) {
+        double e = 0, g = 0, cc = 0;
+        for (const SampleDiagnostics& d : r.per_sample)
+          if (d.map == m && d.layer == l && d.head == h)
+            e += d.entropy / 6, g += d.gtd / 6, cc += d.clustering / 6;
+        const HeadDiagnostics& hd = (m ? r.probs : r.attn).heads[l][h];
+        CHECK(std::abs(e - hd.entropy) < 1e-12);
+        CHECK(std::abs(g - hd.gtd) < 1e-12);
+        CHECK(std::abs(cc - hd.clustering) < 1e-12);
+      }
+  // Off by default: no rows kept.
+  DiagnosticsAccumulator plain;
+  plain.add(layers, mask);
+  CHECK(plain.report().per_sample.empty());
+}

@@ -1,5 +1,5 @@
-// `saobp analyze --checkpoint DIR [--data SPEC] [--samples N]`: every attention diagnostic of a
-// checkpoint over N held-out sequences, into analysis.json and CSV tables; and
+// `saobp analyze --checkpoint DIR [--data SPEC] [--samples N] [--per-sample]`: every attention
+// diagnostic of a checkpoint over N held-out sequences, into analysis.json and CSV tables; and
 // `saobp inspect --checkpoint DIR (--text "..." | --ids 1,2,3)`: one input through the model,
 // written as safetensors (tokens, every layer's A and B, hidden states, logits).
 #include <chrono>
@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 struct AnalyzeCli {
   std::string checkpoint, data = "valid", out;
   int64_t samples = 1024;
-  bool no_graph = false;
+  bool no_graph = false, per_sample = false;
   std::vector<std::string> overrides;
 };
 
@@ -45,6 +45,7 @@ int run_analyze(const AnalyzeCli& o) {
   AnalysisOptions opt;
   opt.samples = o.samples;
   opt.graph_metrics = !o.no_graph;
+  opt.per_sample = o.per_sample;
   opt.overrides = data_overrides(o, out);
   const auto t0 = std::chrono::steady_clock::now();
   const DiagnosticsReport r = analyze_checkpoint(o.checkpoint, opt);
@@ -67,7 +68,8 @@ int run_analyze(const AnalyzeCli& o) {
     for (double x : r.skip_rate) fmt::print(" {:.4f}", x);
     fmt::print("\n");
   }
-  fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv\n", out);
+  fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv{}\n", out,
+             o.per_sample ? ", per_sample.csv" : "");
   return 0;
 }
 
@@ -118,6 +120,8 @@ void register_analyze(CLI::App& app) {
   sub->add_option("--samples", a.samples, "held-out sequences averaged")->check(CLI::PositiveNumber);
   sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
+  sub->add_flag("--per-sample", a.per_sample,
+                "also write per_sample.csv: entropy, GTD, CC, BC of every (sample, layer, map, head)");
   sub->add_option("overrides", a.overrides, "section.key=value settings on the checkpoint's config");
   add_command(sub, [] { return run_analyze(a); });
 

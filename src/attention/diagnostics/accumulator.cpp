@@ -239,6 +239,7 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
   }
 
   // Reduce in sample order.
+  const int64_t first_sample = samples_ + empty_samples_;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = static_cast<int64_t>(idx[static_cast<size_t>(b)].size());
     if (n == 0) {
@@ -246,6 +247,13 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
       continue;
     }
     ++samples_;
+    if (o.per_sample)
+      for (int64_t l = 0; l < L; ++l)
+        for (int m = 0; m < 2; ++m)
+          for (int64_t h = 0; h < NH; ++h) {
+            const ItemOut& r = out[static_cast<size_t>(((b * L + l) * 2 + m) * NH + h)];
+            per_sample_.push_back({first_sample + b, l, h, n, m, r.entropy, r.gtd, r.cc, r.bc});
+          }
     if (static_cast<int64_t>(position_count_.size()) < n) position_count_.resize(static_cast<size_t>(n), 0);
     for (int64_t p = 0; p < n; ++p) ++position_count_[static_cast<size_t>(p)];
     for (int64_t l = 0; l < L; ++l)
@@ -296,6 +304,7 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
   DiagnosticsReport r;
   r.options = opt_;
   r.samples = samples_;
+  r.per_sample = per_sample_;
   r.empty_samples = empty_samples_;
   r.layers = L_;
   r.heads = NH_;

@@ -123,4 +123,12 @@ std::string DiagnosticsReport::positions_csv() const {
   return s;
 }
 
+std::string DiagnosticsReport::per_sample_csv() const {
+  std::string s = "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n";
+  for (const SampleDiagnostics& d : per_sample)
+    s += fmt::format("{},{},{},{},{},{},{},{},{}\n", d.sample, d.layer, map_name(d.map), d.head, d.tokens,
+                     csv_num(d.entropy), csv_num(d.gtd), csv_num(d.clustering), csv_num(d.betweenness));
+  return s;
+}
+
 }  // namespace saobp
