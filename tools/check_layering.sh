@@ -19,6 +19,7 @@ declare -A below=(
   [train]="core tensor autograd attention model data"
   [finetune]="core tensor autograd attention model data train"
   [report]="core tensor autograd attention model data train"
+  [study]="core tensor autograd attention model data train finetune"
 )
 bad=0
 for dir in src/*/; do

@@ -16,7 +16,7 @@ Var layer_lambda(const AttentionSpec& a, const Var& rho, int64_t layer, int64_t 
 
 bool has_lambda_rho(const AttentionSpec& a) { return a.learnable_lambda && uses_lambda(a.variant); }
 
-void init_lambda_rho(const Var& rho, const AttentionSpec& a, int64_t layer) {
+void init_lambda_rho(Var rho, const AttentionSpec& a, int64_t layer) {
   kern::fill(rho.data(), lambda_to_rho(a.lambda_for_layer(layer)));
 }
 

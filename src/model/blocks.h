@@ -22,6 +22,6 @@ Var layer_lambda(const AttentionSpec& a, const Var& rho, int64_t layer, int64_t 
 // Whether the model registers a learnable per-head λ (the `*.saobp_lambda_rho` parameter), and
 // that parameter's initial value, rho(λ of the layer) in every head.
 bool has_lambda_rho(const AttentionSpec& a);
-void init_lambda_rho(const Var& rho, const AttentionSpec& a, int64_t layer);
+void init_lambda_rho(Var rho, const AttentionSpec& a, int64_t layer);
 
 }  // namespace saobp

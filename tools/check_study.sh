@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# CTest entry (the acceptance test of `saobp study`): runs configs/studies/tiny.toml (2 variants x
+# 2 seeds) whole with --jobs 2, and again with --jobs 1 into another folder, killing that study
+# (SIGKILL) while a run is midway (it has a checkpoint and no results), then resuming it: the
+# resumed study must write the same study.json, study.csv and study.md, byte for byte, start the
+# interrupted run from its checkpoint, and leave no child process of the killed study behind.
+# A third call finds every run finished and redoes none. A few seconds on the 2-core machine.
+#   tools/check_study.sh SAOBP_BINARY
+set -euo pipefail
+saobp=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+study=$root/configs/studies/tiny.toml
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+die() {
+  echo "check_study: $*" >&2
+  exit 1
+}
+
+"$saobp" study "$study" --out "$dir/whole" --jobs 2 >"$dir/whole.log" 2>&1 || die "$(cat "$dir/whole.log")"
+
+"$saobp" study "$study" --out "$dir/killed" --jobs 1 >"$dir/killed.log" 2>&1 &
+pid=$!
+# A complete checkpoint is a folder checkpoint-N (the trainer writes checkpoint-N.tmp-PID first).
+checkpoints() { find "$1" -mindepth 1 -maxdepth 1 -type d -regex '.*/checkpoint-[0-9]+' 2>/dev/null; }
+for _ in $(seq 1 6000); do
+  [[ -n $(find "$dir/killed/runs" -mindepth 3 -maxdepth 3 -type d -regex '.*/checkpoint-[0-9]+' 2>/dev/null) ]] && break
+  sleep 0.005
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+interrupted=""
+for run in "$dir"/killed/runs/*/seed-*; do
+  if [[ ! -e $run/results.json && -n $(checkpoints "$run") ]]; then interrupted=$run; fi
+done
+[[ -n $interrupted ]] || die "no run was midway when the study was killed (log: $(cat "$dir/killed.log"))"
+[[ ! -e $dir/killed/study.json ]] || die "the killed study wrote its table"
+sleep 0.2
+if pgrep -f -- "$dir/killed/" >/dev/null; then die "a child of the killed study is still running"; fi
+
+"$saobp" study "$study" --out "$dir/killed" --jobs 1 >"$dir/resumed.log" 2>&1 || die "$(cat "$dir/resumed.log")"
+grep -q "resumed from checkpoint-" "$dir/resumed.log" || die "no run resumed: $(cat "$dir/resumed.log")"
+for f in study.json study.csv study.md; do
+  cmp "$dir/whole/$f" "$dir/killed/$f" || die "$f differs between the whole and the resumed study"
+done
+
+"$saobp" study "$study" --out "$dir/killed" --jobs 2 >"$dir/again.log" 2>&1 || die "$(cat "$dir/again.log")"
+[[ $(grep -c "finished earlier" "$dir/again.log") == 4 ]] || die "a finished run was redone: $(cat "$dir/again.log")"
+cmp "$dir/whole/study.json" "$dir/killed/study.json" || die "study.json changed on a call with nothing to do"
+echo "study: killed midway ($interrupted), resumed to the same table; nothing redone once finished"
