@@ -28,7 +28,7 @@ for _ in $(seq 1 6000); do
   sleep 0.005
 done
 kill -KILL "$pid"
-wait "$pid" 2>/dev/null || true
+{ wait "$pid"; } 2>/dev/null || true  # the braces keep bash's "Killed" notice quiet
 interrupted=""
 for run in "$dir"/killed/runs/*/seed-*; do
   if [[ ! -e $run/results.json && -n $(checkpoints "$run") ]]; then interrupted=$run; fi
