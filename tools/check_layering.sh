@@ -20,6 +20,7 @@ declare -A below=(
   [train]="core tensor autograd attention model data dist"
   [finetune]="core tensor autograd attention model data dist train"
   [report]="core tensor autograd attention model data dist train"
+  [study]="core tensor autograd attention model data dist train finetune"
 )
 bad=0
 for dir in src/*/; do

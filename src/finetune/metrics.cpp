@@ -18,18 +18,9 @@
 //   constant). In the binary case this is (tp tn - fp fn) / sqrt((tp+fp)(tp+fn)(tn+fp)(tn+fn)).
 //   Every sum is of integers held exactly in doubles, so the value is sklearn's to the bit.
 //
-// pearson (scipy.stats.pearsonr): n >= 2 (else throws, as scipy raises); NaN when x or y is
-//   constant (scipy warns ConstantInputWarning and returns nan); n == 2: sign(x1-x0) sign(y1-y0);
-//   otherwise xm = x - mean(x), ym = y - mean(y), each scaled by its max |.| (scipy's overflow
-//   guard), r = <xm/|xm|, ym/|ym|>, clipped to [-1, 1].
+// pearson, spearman, average_ranks: scipy's pearsonr, spearmanr and rankdata, computed by
+//   src/core/stats.h (which gives their definitions); these check the sizes first, naming the metric.
 //
-// spearman (scipy.stats.spearmanr, 1-D): the average ranks of x and of y (average_ranks), then
-//   numpy's corrcoef of the two rank vectors: cov(a,b)/(n-1) / sqrt(var a) / sqrt(var b), clipped
-//   to [-1, 1]. NaN when x or y is constant or n == 1 (as scipy).
-//
-// average_ranks (scipy.stats.rankdata, method="average"): 1-based ranks of the sorted order; a run
-//   of equal values occupying sorted positions i+1..j gets (i+1+j)/2. Any NaN makes every rank
-//   NaN (rankdata's nan_policy="propagate").
 //
 // squad_normalize (SQuAD evaluate-v1.1.py / evaluate-v2.0.py normalize_answer): in this order
 //   white_space_fix(remove_articles(remove_punc(lower(s)))):
@@ -94,13 +85,12 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "data/unicode.h"
 
 namespace saobp::metrics {
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void check_pair(const char* what, size_t a, size_t b) {
   SAOBP_CHECK(a == b, "metrics", "{}: pred has {} values, gold {}", what, a, b);
@@ -188,24 +178,6 @@ std::vector<std::string> squad_tokens(std::string_view s) {
 }
 
 // numpy's corrcoef of two vectors: cov / sqrt(var) / sqrt(var), clipped to [-1, 1].
-double corrcoef(const std::vector<double>& a, const std::vector<double>& b) {
-  const size_t n = a.size();
-  double ma = 0, mb = 0;
-  for (size_t i = 0; i < n; ++i) ma += a[i], mb += b[i];
-  ma /= static_cast<double>(n), mb /= static_cast<double>(n);
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double da = a[i] - ma, db = b[i] - mb;
-    sab += da * db, saa += da * da, sbb += db * db;
-  }
-  const double f = static_cast<double>(n - 1);
-  const double r = sab / f / std::sqrt(saa / f) / std::sqrt(sbb / f);
-  return std::clamp(r, -1.0, 1.0);
-}
-
-bool constant(const std::vector<double>& x) {
-  return std::all_of(x.begin(), x.end(), [&](double v) { return v == x[0]; });
-}
 
 }  // namespace
 
@@ -254,57 +226,18 @@ double matthews(const std::vector<int32_t>& pred, const std::vector<int32_t>& go
 
 double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   check_pair("pearson", x.size(), y.size());
-  const size_t n = x.size();
-  SAOBP_CHECK(n >= 2, "metrics", "pearson: needs at least 2 values, got {}", n);
-  if (constant(x) || constant(y)) return kNaN;
-  if (n == 2) {
-    const auto sign = [](double v) { return static_cast<double>((v > 0) - (v < 0)); };
-    return sign(x[1] - x[0]) * sign(y[1] - y[0]);
-  }
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < n; ++i) mx += x[i], my += y[i];
-  mx /= static_cast<double>(n), my /= static_cast<double>(n);
-  std::vector<double> xm(n), ym(n);
-  double xmax = 0, ymax = 0;
-  for (size_t i = 0; i < n; ++i) {
-    xm[i] = x[i] - mx, ym[i] = y[i] - my;
-    xmax = std::max(xmax, std::abs(xm[i])), ymax = std::max(ymax, std::abs(ym[i]));
-  }
-  double nx = 0, ny = 0;
-  for (size_t i = 0; i < n; ++i) {
-    xm[i] /= xmax, ym[i] /= ymax;
-    nx += xm[i] * xm[i], ny += ym[i] * ym[i];
-  }
-  nx = std::sqrt(nx), ny = std::sqrt(ny);
-  double r = 0;
-  for (size_t i = 0; i < n; ++i) r += (xm[i] / nx) * (ym[i] / ny);
-  return std::clamp(r, -1.0, 1.0);
+  SAOBP_CHECK(x.size() >= 2, "metrics", "pearson: needs at least 2 values, got {}", x.size());
+  return stats::pearson(x, y);
 }
 
 std::vector<double> average_ranks(const std::vector<double>& x) {
   SAOBP_CHECK(!x.empty(), "metrics", "average_ranks: no values");
-  const size_t n = x.size();
-  if (std::any_of(x.begin(), x.end(), [](double v) { return std::isnan(v); }))
-    return std::vector<double>(n, kNaN);
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-  std::vector<double> rank(n);
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && x[order[j]] == x[order[i]]) ++j;
-    // Sorted positions i..j-1 hold ranks i+1..j: their mean is (i + 1 + j) / 2.
-    const double r = static_cast<double>(i + 1 + j) / 2.0;
-    for (size_t k = i; k < j; ++k) rank[order[k]] = r;
-    i = j;
-  }
-  return rank;
+  return stats::average_ranks(x);
 }
 
 double spearman(const std::vector<double>& x, const std::vector<double>& y) {
   check_pair("spearman", x.size(), y.size());
-  if (x.size() < 2 || constant(x) || constant(y)) return kNaN;
-  return corrcoef(average_ranks(x), average_ranks(y));
+  return stats::spearman(x, y);
 }
 
 // ---- SQuAD ------------------------------------------------------------------------------------

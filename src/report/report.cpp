@@ -39,6 +39,7 @@ std::string build_report(const ReportOptions& opt) {
   // fine-tuned), a results.json file, or a folder holding a results.json only (`saobp eval --task`).
   std::vector<Run> runs;
   std::vector<Result> results;
+  std::vector<Correlation> correlation_files, cost_files;
   size_t evaluations = 0;
   for (const std::string& arg : opt.runs) {
     const fs::path p(arg);
@@ -48,6 +49,23 @@ std::string build_report(const ReportOptions& opt) {
     else if (fs::is_directory(p) && !fs::exists(p / "metrics.jsonl") &&
              fs::is_regular_file(p / "results.json"))
       file = (p / "results.json").string();
+    if (fs::is_regular_file(p)) {
+      // `saobp correlate --out` and `saobp cost --out` files are drawn in sections of their own.
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(read_file(file));
+      } catch (const nlohmann::json::exception&) {
+        j = nullptr;  // read_results names the file and the parse error
+      }
+      if (j.is_object() && j.contains("cost_table")) {
+        cost_files.push_back({file, j});
+        continue;
+      }
+      if (j.is_object() && j.contains("points") && j.contains("pearson_r")) {
+        correlation_files.push_back({file, j});
+        continue;
+      }
+    }
     if (!file.empty()) {
       const fs::path folder = fs::absolute(file).parent_path();
       results.push_back({base_name(folder.string()), "", file, read_results(file)});
@@ -63,6 +81,8 @@ std::string build_report(const ReportOptions& opt) {
   Page p;
   header(p, runs, evaluations, opt);
   results_table(p, results);
+  correlations(p, correlation_files);
+  cost_tables(p, cost_files);
   if (!runs.empty()) {
     training_curves(p, runs);
     finetune_curves(p, runs);

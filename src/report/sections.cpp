@@ -423,6 +423,58 @@ void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt) {
   }
 }
 
+void correlations(Page& p, const std::vector<Correlation>& cs) {
+  if (cs.empty()) return;
+  p.section("correlations", "Correlations (saobp correlate)");
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const nlohmann::json& j = cs[i].j;
+    svg::Scatter s;
+    s.id = fmt::format("correlation-{}", i);
+    s.xlabel = j.value("x", "x");
+    s.ylabel = j.value("y", "y");
+    for (const nlohmann::json& pt : j["points"]) {
+      s.x.push_back(pt.value("x", kNaN));
+      s.y.push_back(pt.value("y", kNaN));
+    }
+    s.slope = number(j, "slope");
+    s.intercept = number(j, "intercept");
+    s.title = fmt::format(
+        "{} vs {}: r = {} (p = {}), rho = {}", s.ylabel, s.xlabel, fmt_num(number(j, "pearson_r"), "{:.3f}"),
+        fmt_num(number(j, "pearson_p"), "{:.3g}"), fmt_num(number(j, "spearman_rho"), "{:.3f}"));
+    p.add(s.id, svg::scatter_chart(s));
+    p.caption(fmt::format("{} points over {} ({} left out), {}; dashed: the least-squares line.", s.x.size(),
+                          j.value("over", "?"), j.value("left_out", int64_t{0}), cs[i].path));
+  }
+}
+
+void cost_tables(Page& p, const std::vector<Correlation>& costs) {
+  if (costs.empty()) return;
+  p.section("cost", "Cost per attention variant (saobp cost; the paper's Table 9)");
+  for (const Correlation& c : costs) {
+    const nlohmann::json& t = c.j["cost_table"];
+    p.html += fmt::format("<p>{} {}, B = {}, T = {}: {} tokens per step (<code>{}</code>)</p>\n",
+                          json_text(t, "family"), json_text(t, "preset"),
+                          fmt_num(number(t, "batch_size"), "{:.0f}"), fmt_num(number(t, "seq_len"), "{:.0f}"),
+                          fmt_num(number(t, "tokens_per_step"), "{:.0f}"), svg::escape(c.path));
+    p.html +=
+        "<table class=\"results\"><tr><th>attention</th><th>train GFLOP/step</th><th>vs original</th>"
+        "<th>inference GFLOP/batch</th><th>inference FLOP/token</th><th>ms/step</th><th>tokens/s</th></tr>\n";
+    for (const nlohmann::json& v : t["variants"])
+      p.html += fmt::format(
+          "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+          json_text(v, "attention"), fmt_num(number(v, "train_flops_per_step") / 1e9, "{:.4g}"),
+          fmt_num(100 * number(v, "extra_train_flops"), "{:+.1f}%"),
+          fmt_num(number(v, "inference_flops_per_batch") / 1e9, "{:.4g}"),
+          fmt_num(number(v, "inference_flops_per_token"), "{:.4g}"),
+          fmt_num(number(v, "ms_per_step"), "{:.1f}"), fmt_num(number(v, "tokens_per_s"), "{:.0f}"));
+    p.html += "</table>\n";
+  }
+  p.caption(
+      "FLOPs as src/train/flops.h counts them (docs/performance.md); times from saobp bench --json, "
+      "where given.");
+}
+
 void skip_rates(Page& p, const std::vector<Run>& runs) {
   p.section("skip", "Head-skip rates per layer");
   std::vector<std::string> off;

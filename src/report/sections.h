@@ -33,6 +33,16 @@ void head_entropy(Page& p, const std::vector<Run>& runs);
 void trends(Page& p, const std::vector<Run>& runs);
 // Attention heatmaps of one validation sample (Fig. 6).
 void heatmaps(Page& p, const std::vector<Run>& runs, const ReportOptions& opt);
+// A JSON input of the report that is not a run's results: a `saobp correlate --out` file or a
+// `saobp cost --out` file.
+struct Correlation {
+  std::string path;
+  nlohmann::json j;
+};
+// One scatter per correlation file: the points, the least-squares line, r, p and rho.
+void correlations(Page& p, const std::vector<Correlation>& cs);
+// The cost table of each `saobp cost --out` file.
+void cost_tables(Page& p, const std::vector<Correlation>& costs);
 // Head-skip rates per layer over training.
 void skip_rates(Page& p, const std::vector<Run>& runs);
 

@@ -279,7 +279,7 @@ std::string line_chart(const LineChart& c) {
       if (seg.size() == 1 && !s.markers) {
         out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"/>\n", num(seg[0].first),
                            num(seg[0].second), s.color);
-      } else if (seg.size() > 1) {
+      } else if (seg.size() > 1 && s.line) {
         std::string pts;
         for (const auto& [px, py] : seg) pts += num(px) + "," + num(py) + " ";
         out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
@@ -303,6 +303,23 @@ std::string line_chart(const LineChart& c) {
   out += leg;
   out += "</svg>\n";
   return out;
+}
+
+std::string scatter_chart(const Scatter& s) {
+  LineChart c{s.id, s.title, s.xlabel, s.ylabel, {}};
+  c.legend = true;
+  Series points{"points", s.color, s.x, s.y};
+  points.markers = true;
+  points.line = false;
+  c.series.push_back(points);
+  const Range xr = finite_range(s.x);
+  if (xr.found && std::isfinite(s.slope) && std::isfinite(s.intercept))
+    c.series.push_back({"least-squares line",
+                        "#e15759",
+                        {xr.lo, xr.hi},
+                        {s.slope * xr.lo + s.intercept, s.slope * xr.hi + s.intercept},
+                        true});
+  return line_chart(c);
 }
 
 std::string bar_chart(const BarChart& c) {

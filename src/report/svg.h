@@ -38,6 +38,7 @@ struct Series {
   std::vector<double> x, y;  // same length; a pair with a non-finite coordinate is a gap
   bool dashed = false;
   bool markers = false;  // a dot on every point, its values as a tooltip (isolated points always get a dot)
+  bool line = true;      // false: the points only (a scatter), no polyline
 };
 
 // A dotted vertical line across the plot area at x (an epoch end), `label` at its top in `color`.
@@ -58,6 +59,17 @@ struct LineChart {
 };
 // The chart as <svg id=...>; with no finite point at all, the axes and a "no data" note.
 std::string line_chart(const LineChart& c);
+
+// A scatter of (x, y) points with the least-squares line y = slope x + intercept drawn dashed
+// across the points' x range (not drawn when slope or intercept is not finite); the title
+// carries the statistics (Pearson r, p, Spearman rho) the caller formats.
+struct Scatter {
+  std::string id, title, xlabel, ylabel, color = "#4e79a7";
+  std::vector<double> x, y;
+  double slope = std::numeric_limits<double>::quiet_NaN(),
+         intercept = std::numeric_limits<double>::quiet_NaN();
+};
+std::string scatter_chart(const Scatter& s);
 
 struct BarSeries {
   std::string name, color;

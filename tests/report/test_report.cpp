@@ -449,3 +449,42 @@ TEST_CASE("report: fine-tuning curves and a results table when the runs have the
                                          Catch::Contains("metrics"));
   fs::remove_all(root);
 }
+
+TEST_CASE("report: a correlation file draws a scatter with its line and r, a cost file its table",
+          "[report]") {
+  const std::string root = temp_dir("report-corr");
+  fs::create_directories(root);
+  const std::string corr = root + "/corr.json", cost = root + "/cost.json";
+  // Points (1,1) (2,3) (3,2) (4,4): r = 0.8, the line y = 0.8 x + 0.5 (tests/core/test_stats.cpp).
+  write_file_atomic(corr, R"({"x": "entropy_L1", "y": "accuracy", "over": "checkpoints", "left_out": 1,
+    "points": [{"x": 1, "y": 1}, {"x": 2, "y": 3}, {"x": 3, "y": 2}, {"x": 4, "y": 4}],
+    "n": 4, "pearson_r": 0.8, "pearson_p": 0.2, "spearman_rho": 0.8, "slope": 0.8, "intercept": 0.5})");
+  write_file_atomic(cost,
+                    R"({"cost_table": {"family": "bert", "preset": "custom", "batch_size": 4, "seq_len": 8,
+    "tokens_per_step": 32, "head_rows": 8, "variants": [
+      {"attention": "original", "train_flops_per_step": 946176, "inference_flops_per_batch": 315392,
+       "inference_flops_per_token": 9856, "extra_train_flops": 0, "ms_per_step": null, "tokens_per_s": null},
+      {"attention": "bp_high", "train_flops_per_step": 970752, "inference_flops_per_batch": 326656,
+       "inference_flops_per_token": 10208, "extra_train_flops": 0.025974, "ms_per_step": 12.5,
+       "tokens_per_s": 2560}]}})");
+  ReportOptions o;
+  o.runs = {corr, cost};
+  o.out = root + "/r.html";
+  const std::string html = build_report(o);
+  CHECK(html.find("<h2 id=\"correlations\">1. Correlations") != std::string::npos);
+  CHECK(html.find("accuracy vs entropy_L1: r = 0.800 (p = 0.2), rho = 0.800") != std::string::npos);
+  const size_t at = html.find("id=\"correlation-0\" class=\"chart\"");
+  REQUIRE(at != std::string::npos);
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  CHECK(count(svg, "<circle") == 4);                   // the points, no polyline through them
+  CHECK(count(svg, "<polyline") == 1);                 // the fitted line only
+  CHECK(count(svg, "stroke-dasharray=\"6 4\"") >= 1);  // dashed
+  CHECK(all_numbers_finite(svg));
+  CHECK(html.find("4 points over checkpoints (1 left out)") != std::string::npos);
+  CHECK(html.find("<h2 id=\"cost\">2. Cost per attention variant") != std::string::npos);
+  CHECK(html.find("<tr><td>bp_high</td><td class=\"num\">0.0009708</td><td class=\"num\">+2.6%</td>") !=
+        std::string::npos);
+  CHECK(html.find("<td class=\"num\">12.5</td><td class=\"num\">2560</td></tr>") != std::string::npos);
+  CHECK(html.find("data-figures=\"correlation-0\"") != std::string::npos);
+  fs::remove_all(root);
+}

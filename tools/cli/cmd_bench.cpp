@@ -45,6 +45,7 @@
 #include "model/gpt2.h"
 #include "train/clip.h"
 #include "train/config.h"
+#include "train/flops.h"
 #include "train/task.h"
 
 namespace saobp::cli {
@@ -62,59 +63,6 @@ struct BenchCli {
   std::string json;
   bool print_config = false;
 };
-
-// One named term of the FLOP count of a training step (multiply-add = 2 FLOPs).
-struct FlopTerm {
-  std::string name, formula;
-  double flops;
-};
-
-// The head a step ends in, for its FLOP count.
-enum class Head { mlm, lm, classifier };
-
-// The FLOPs of one training step: each GEMM once forward and twice backward (input and weight
-// gradients), hence the factor 6 = 3 x 2. Elementwise work (GELU, LayerNorm, softmax, dropout,
-// AdamW) is not counted. `head_rows` is the number of rows the head is computed on (masked
-// positions, every position, or the [CLS] rows); `labels` the classifier's outputs.
-std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens, double head_rows,
-                                 double labels) {
-  const ModelSection& m = cfg.model;
-  const double C = static_cast<double>(m.hidden), I = static_cast<double>(m.intermediate);
-  const double L = static_cast<double>(m.layers), V = static_cast<double>(m.vocab_size);
-  const double T = static_cast<double>(cfg.train.seq_len);
-  const double block_weights = L * (4 * C * C + 2 * C * I);
-  std::vector<FlopTerm> t;
-  t.push_back({"blocks (q,k,v,out,fc1,fc2 weights)",
-               fmt::format("6 * L(4C^2 + 2CI) * tokens = 6 * {:.0f} * {:.0f}", block_weights, tokens),
-               6 * block_weights * tokens});
-  t.push_back({"attention (QK^T, AV; full TxT)",
-               fmt::format("6 * 2 * L*T*C * tokens = 12 * {:.0f}*{:.0f}*{:.0f} * {:.0f}", L, T, C, tokens),
-               12 * L * T * C * tokens});
-  switch (head) {
-    case Head::mlm:
-      t.push_back({"MLM transform (dense CxC)",
-                   fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.1f}", C * C, head_rows),
-                   6 * C * C * head_rows});
-      t.push_back({"MLM decoder (tied, CxV)",
-                   fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
-                   6 * C * V * head_rows});
-      break;
-    case Head::lm:
-      t.push_back({"LM head (tied, CxV)",
-                   fmt::format("6 * C*V * rows = 6 * {:.0f} * {:.1f}", C * V, head_rows),
-                   6 * C * V * head_rows});
-      break;
-    case Head::classifier:
-      t.push_back({"pooler (dense CxC)",
-                   fmt::format("6 * C^2 * rows = 6 * {:.0f} * {:.0f}", C * C, head_rows),
-                   6 * C * C * head_rows});
-      t.push_back({"classifier (CxK)",
-                   fmt::format("6 * C*K * rows = 6 * {:.0f} * {:.0f}", C * labels, head_rows),
-                   6 * C * labels * head_rows});
-      break;
-  }
-  return t;
-}
 
 // Two shares of all CPU time between two readings, each negative when /proc cannot be read:
 // steal, the time the hypervisor gave to other guests ("steal", /proc/stat): on a shared
@@ -220,7 +168,8 @@ void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
                                           : "the [CLS] rows";
   fmt::print("{}", b.title.empty() ? "" : "== " + b.title + "\n");
   fmt::print(
-      "FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted;\n"
+      "FLOPs per step (forward + backward = 6 x multiply-adds of each GEMM; elementwise ops not counted\n"
+      "  except SAOBP's refinement, src/train/flops.h;\n"
       "  tokens = {}, head rows = {:.1f} {}):\n",
       tokens, b.head_rows, rows);
   for (const FlopTerm& t : b.terms) {

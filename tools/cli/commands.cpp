@@ -17,6 +17,11 @@ std::vector<Entry>& registry() {
 
 void add_command(CLI::App* sub, std::function<int()> run) { registry().push_back({sub, std::move(run)}); }
 
+// tools/cli/cmd_study.cpp: `saobp study`, `saobp correlate`, `saobp cost`.
+void register_study(CLI::App& app);
+void register_correlate(CLI::App& app);
+void register_cost(CLI::App& app);
+
 void register_all(CLI::App& app) {
   register_info(app);
   register_smoke(app);
@@ -35,6 +40,9 @@ void register_all(CLI::App& app) {
   register_finetune(app);
   register_make_task(app);
   register_glue_score(app);
+  register_study(app);
+  register_correlate(app);
+  register_cost(app);
 }
 
 int run_selected(CLI::App& app) {

@@ -1,0 +1,127 @@
+// correlate_sources of src/study/correlate.h.
+#include "study/correlate.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/stats.h"
+#include "study/study.h"
+
+namespace fs = std::filesystem;
+
+namespace saobp::study {
+
+namespace {
+
+std::optional<double> find_metric(const std::vector<std::pair<std::string, double>>& m,
+                                  const std::string& name) {
+  for (const auto& [k, v] : m)
+    if (k == name && std::isfinite(v)) return v;
+  return std::nullopt;
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("correlate", "{}: {}", path, e.what());
+  }
+}
+
+// The metrics of a study run: its results.json (pretraining: "metrics" name -> value; fine-tuning:
+// split -> name -> value).
+std::vector<std::pair<std::string, double>> run_metrics(const fs::path& study, const std::string& id) {
+  const nlohmann::json r = parse_json_file((study / "runs" / id / "results.json").string());
+  if (r.value("task", "") != "pretrain") return finetune_metrics(r);
+  std::vector<std::pair<std::string, double>> m;
+  for (const auto& [k, v] : r["metrics"].items()) m.push_back({k, v.is_number() ? v.get<double>() : NAN});
+  return m;
+}
+
+// "TASK:NAME" -> (TASK, NAME); "NAME" -> ("pretrain", NAME).
+std::pair<std::string, std::string> split_name(const std::string& s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos) return {"pretrain", s};
+  return {s.substr(0, colon), s.substr(colon + 1)};
+}
+
+}  // namespace
+
+nlohmann::json correlate_sources(const std::vector<std::string>& sources, const std::string& x,
+                                 const std::string& y) {
+  nlohmann::json points = nlohmann::json::array();
+  std::vector<double> xs, ys;
+  int64_t left_out = 0;
+  bool runs = false, checkpoints = false;
+  auto add = [&](const std::string& source, const std::string& label, std::optional<double> a,
+                 std::optional<double> b) {
+    if (!a || !b) return void(++left_out);
+    xs.push_back(*a), ys.push_back(*b);
+    points.push_back({{"source", source}, {"label", label}, {"x", *a}, {"y", *b}});
+  };
+  for (const std::string& src : sources) {
+    const fs::path dir(src);
+    if (fs::exists(dir / "study.json")) {
+      runs = true;
+      const nlohmann::json table = parse_json_file((dir / "study.json").string());
+      const auto [xt, xn] = split_name(x);
+      const auto [yt, yn] = split_name(y);
+      // The fine-tuning run of (task, pretraining run id), from the fine-tuning cells' "from".
+      std::map<std::pair<std::string, std::string>, std::string> finetuned;
+      for (const nlohmann::json& cell : table["cells"])
+        if (cell["task"] != "pretrain" && cell.contains("from"))
+          for (size_t i = 0; i < cell["runs"].size() && i < cell["from"].size(); ++i)
+            finetuned[{cell["task"].get<std::string>(), cell["from"][i].get<std::string>()}] =
+                cell["runs"][i].get<std::string>();
+      for (const nlohmann::json& cell : table["cells"]) {
+        if (cell["task"] != "pretrain") continue;
+        for (const nlohmann::json& id_json : cell["runs"]) {
+          const std::string id = id_json.get<std::string>();
+          auto metric_of = [&](const std::string& task, const std::string& name) -> std::optional<double> {
+            std::string run = id;
+            if (task != "pretrain") {
+              const auto it = finetuned.find({task, id});
+              if (it == finetuned.end()) return std::nullopt;
+              run = it->second;
+            }
+            if (!fs::exists(dir / "runs" / run / "results.json")) return std::nullopt;
+            return find_metric(run_metrics(dir, run), name);
+          };
+          add(src, id, metric_of(xt, xn), metric_of(yt, yn));
+        }
+      }
+    } else if (fs::exists(dir / "metrics.jsonl")) {
+      checkpoints = true;
+      for (const nlohmann::json& line : read_eval_lines(src)) {
+        const std::vector<std::pair<std::string, double>> m = eval_line_metrics(line);
+        add(src, "step " + std::to_string(line.value("step", int64_t{0})), find_metric(m, x),
+            find_metric(m, y));
+      }
+    } else {
+      fail("correlate", "{}: neither a study folder (study.json) nor a run folder (metrics.jsonl)", src);
+    }
+  }
+  if (xs.size() < 2)
+    fail("correlate", "{} against {}: {} point(s) with both values ({} left out); a correlation needs 2", y,
+         x, xs.size(), left_out);
+  const stats::Correlation c = stats::correlate(xs, ys);
+  return {{"x", x},
+          {"y", y},
+          {"over", runs && checkpoints ? "runs and checkpoints"
+                   : runs              ? "runs"
+                                       : "checkpoints"},
+          {"points", points},
+          {"left_out", left_out},
+          {"n", c.n},
+          {"pearson_r", c.pearson_r},
+          {"pearson_p", c.pearson_p},
+          {"spearman_rho", c.spearman_rho},
+          {"slope", c.slope},
+          {"intercept", c.intercept}};
+}
+
+}  // namespace saobp::study

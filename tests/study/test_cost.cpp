@@ -1,0 +1,74 @@
+// The cost table's FLOP arithmetic (src/train/flops.h, src/study/cost.h) against hand counts.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "study/cost.h"
+#include "train/config.h"
+#include "train/flops.h"
+
+using namespace saobp;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// BERT, C = 16, I = 32, L = 2, NH = 2, V = 64, B = 4, T = 8: 32 tokens per step; the MLM head on
+// 0.25 x 32 = 8 rows.
+RunConfig tiny() {
+  return load_config("",
+                     {"model.family=bert", "model.preset=custom", "model.hidden=16", "model.intermediate=32",
+                      "model.layers=2", "model.heads=2", "model.vocab_size=64", "model.max_positions=16",
+                      "train.batch_size=4", "train.seq_len=8", "data.mlm_probability=0.25"});
+}
+
+}  // namespace
+
+TEST_CASE("cost: FLOPs per training step and per forward pass, by hand", "[study][cost]") {
+  // Training (6 x multiply-adds): blocks 6 L(4C^2 + 2CI) tokens = 6 * 2(1024 + 1024) * 32 = 786432;
+  // attention 12 L T C tokens = 12*2*8*16*32 = 98304; MLM transform 6 C^2 rows = 6*256*8 = 12288;
+  // decoder 6 C V rows = 6*1024*8 = 49152. Total 946176.
+  // BP-High adds 24 steps L NH T tokens = 24*1*2*2*8*32 = 24576: 970752.
+  // BP-ElemMul adds 6 L NH T^2 tokens = 6*2*2*64*32 = 49152: 995328.
+  // Forward (2 x): 262144 + 32768 + 4096 + 16384 = 315392; BP-High adds 11*2*2*8*32 = 11264: 326656.
+  const nlohmann::json t = study::cost_table(tiny(), {"original", "bp_high", "bp_elemmul"}, {})["cost_table"];
+  CHECK(t["tokens_per_step"] == 32.0);
+  CHECK(t["head_rows"] == 8.0);
+  const nlohmann::json& v = t["variants"];
+  REQUIRE(v.size() == 3);
+  CHECK(v[0]["attention"] == "original");
+  CHECK(v[0]["train_flops_per_step"] == 946176.0);
+  CHECK(v[0]["inference_flops_per_batch"] == 315392.0);
+  CHECK(v[0]["inference_flops_per_token"] == 315392.0 / 32);
+  CHECK(v[0]["extra_train_flops"] == 0.0);
+  CHECK(v[0]["train_flop_terms"].size() == 4);
+  CHECK(v[1]["train_flops_per_step"] == 970752.0);
+  CHECK(v[1]["inference_flops_per_batch"] == 326656.0);
+  CHECK(v[1]["extra_train_flops"].get<double>() == Approx(24576.0 / 946176.0));
+  CHECK(v[1]["train_flop_terms"][2]["name"] == "SAOBP Potts refinement (elementwise)");
+  CHECK(v[2]["train_flops_per_step"] == 995328.0);
+  CHECK(v[1]["ms_per_step"].is_null());  // nothing measured without bench files
+  // Two BP steps double the Potts term: 946176 + 2 * 24576.
+  RunConfig two = tiny();
+  two.model.attention = AttnVariant::bp_low;
+  two.model.bp_steps = 2;
+  CHECK(total_flops(step_flops(two, Head::mlm, 32, 8, 0)) == 946176.0 + 2 * 24576.0);
+}
+
+TEST_CASE("cost: measured times come from bench files of the same shape", "[study][cost]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("saobp-test-cost-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string good = (dir / "bp.json").string(), bad = (dir / "bad.json").string();
+  write_file_atomic(good, R"({"family": "bert", "batch_size": 4, "seq_len": 8, "attention": "bp_high",
+                             "ms_per_step_median": 12.5, "tokens_per_s": 2560, "gflops": 0.08})");
+  write_file_atomic(bad, R"({"family": "bert", "batch_size": 4, "seq_len": 16, "attention": "bp_high"})");
+  const nlohmann::json t = study::cost_table(tiny(), {"original", "bp_high"}, {good});
+  CHECK(t["cost_table"]["variants"][0]["ms_per_step"].is_null());
+  CHECK(t["cost_table"]["variants"][1]["ms_per_step"] == 12.5);
+  CHECK(t["cost_table"]["variants"][1]["tokens_per_s"] == 2560);
+  CHECK_THAT(study::cost_markdown(t),
+             Contains("| bp_high | 0.0009708 | +2.6% | 0.0003267 | 1.021e+04 | 12.5 | 2560 |"));
+  CHECK_THROWS_WITH(study::cost_table(tiny(), {"original"}, {bad}), Contains("bad.json") && Contains("T=16"));
+  CHECK_THROWS_WITH(study::cost_table(tiny(), {"softmax"}, {}), Contains("softmax"));
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,195 @@
+// src/study/: the study file, the plan, the table's statistics against hand-computed values, and
+// correlations over a run's checkpoints. (tools/check_study.sh runs a whole study, kills it
+// midway and resumes it.)
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "study/correlate.h"
+#include "study/study.h"
+
+using namespace saobp;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("saobp-test-study-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = (fs::path(dir) / name).string();
+  write_file_atomic(path, text);
+  return path;
+}
+
+Approx near(double v) { return Approx(v).epsilon(1e-12).margin(1e-14); }
+
+study::RunRecord record(const std::string& variant, int64_t seed,
+                        std::vector<std::pair<std::string, double>> m) {
+  study::RunRecord r;
+  r.cell = "model.attention=" + variant;
+  r.id = r.cell + "/seed-" + std::to_string(seed);
+  r.task = "pretrain";
+  r.seed = seed;
+  r.axes = {{"model.attention", variant}};
+  r.metrics = std::move(m);
+  return r;
+}
+
+const nlohmann::json& find(const nlohmann::json& list, const std::string& metric) {
+  for (const nlohmann::json& m : list)
+    if (m["metric"] == metric) return m;
+  FAIL("no metric " << metric);
+  return list;
+}
+
+}  // namespace
+
+TEST_CASE("study: the table's means, deviations and paired differences, by hand", "[study]") {
+  study::StudySpec spec;
+  spec.name = "t";
+  spec.seeds = {1, 2};
+  spec.axes = {{"model.attention", {"original", "bp_high"}}};
+  // loss: original {3.0, 2.0}, bp_high {2.5, 1.0} (seeds 1, 2); "extra" only in one bp_high run.
+  const std::vector<study::RunRecord> runs = {
+      record("original", 1, {{"loss", 3.0}}), record("original", 2, {{"loss", 2.0}}),
+      record("bp_high", 1, {{"loss", 2.5}, {"extra", 7.0}}), record("bp_high", 2, {{"loss", 1.0}})};
+  const nlohmann::json t = study::aggregate(spec, runs);
+  REQUIRE(t["cells"].size() == 2);
+  const nlohmann::json& orig = t["cells"][0];
+  const nlohmann::json& bp = t["cells"][1];
+  CHECK(orig["cell"] == "model.attention=original");
+  CHECK_FALSE(orig.contains("paired"));  // the baseline is not compared with itself
+  // original: mean (3 + 2)/2 = 2.5, sd sqrt((0.25 + 0.25)/1) = sqrt(0.5).
+  CHECK(find(orig["metrics"], "loss")["mean"].get<double>() == near(2.5));
+  CHECK(find(orig["metrics"], "loss")["sd"].get<double>() == near(std::sqrt(0.5)));
+  CHECK(find(orig["metrics"], "loss")["n"] == 2);
+  // bp_high: mean 1.75, deviations 0.75 and -0.75: sd sqrt(1.125).
+  CHECK(find(bp["metrics"], "loss")["mean"].get<double>() == near(1.75));
+  CHECK(find(bp["metrics"], "loss")["sd"].get<double>() == near(std::sqrt(1.125)));
+  // One value: n 1, no sd, no paired test.
+  CHECK(find(bp["metrics"], "extra")["n"] == 1);
+  CHECK(find(bp["metrics"], "extra")["sd"].is_null());
+  CHECK(bp["baseline_cell"] == "model.attention=original");
+  REQUIRE(bp["paired"].size() == 1);
+  // Paired by seed: d = {2.5 - 3.0, 1.0 - 2.0} = {-0.5, -1.0}: mean -0.75, sd sqrt(2 (0.25)^2 / 1) =
+  // sqrt(0.125), se = sqrt(0.125)/sqrt(2) = 0.25, q = t(0.975, 1) = tan(0.475 pi) =
+  // 12.706204736174696: interval -0.75 -+ 3.176551184043674 = [-3.926551184043674,
+  // 2.426551184043674]; t = -0.75/0.25 = -3, p = 1 - 2 atan(3)/pi = 0.20483276469913347.
+  const nlohmann::json& p = find(bp["paired"], "loss");
+  CHECK(p["n"] == 2);
+  CHECK(p["mean"].get<double>() == near(-0.75));
+  CHECK(p["sd"].get<double>() == near(std::sqrt(0.125)));
+  CHECK(p["lo"].get<double>() == near(-3.926551184043674));
+  CHECK(p["hi"].get<double>() == near(2.426551184043674));
+  CHECK(p["t"].get<double>() == near(-3));
+  CHECK(p["p"].get<double>() == near(0.20483276469913347));
+  // The markdown and CSV carry the same numbers.
+  CHECK_THAT(study::table_markdown(t),
+             Contains("| loss | 2 | 1.75 | 1.06066 | -0.75 | [-3.92655, 2.42655] | 0.204833 |"));
+  CHECK_THAT(study::table_csv(t),
+             Contains("model.attention=bp_high,bp_high,pretrain,loss,2,1.75,1.06066,-0.75,"
+                      "-3.92655,2.42655,0.204833\n"));
+}
+
+TEST_CASE("study: the study file, its errors and the plan", "[study]") {
+  const std::string dir = temp_dir("file");
+  const std::string good = write(dir, "s.toml", R"(
+[study]
+seeds = [3, 4]
+overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.layers=1",
+             "model.intermediate=32", "model.vocab_size=64", "model.max_positions=16",
+             "train.seq_len=12", "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2"]
+[axes]
+"model.lambda" = [0.1, 0.2]
+"model.attention" = ["original", "bp_high"]
+)");
+  const study::StudySpec s = study::load_study(good);
+  CHECK(s.name == "s");
+  CHECK(s.seeds == std::vector<int64_t>{3, 4});
+  REQUIRE(s.axes.size() == 2);
+  CHECK(s.axes[0].first == "model.lambda");  // the file's order, not toml++'s sorted order
+  CHECK(s.axes[0].second == std::vector<std::string>{"0.1", "0.2"});
+  const std::vector<study::PlannedRun> plan = study::plan_study(s, dir + "/out");
+  REQUIRE(plan.size() == 8);
+  CHECK(plan[0].id == "model.lambda=0.1,model.attention=original/seed-3");
+  CHECK(plan[1].id == "model.lambda=0.1,model.attention=original/seed-4");
+  CHECK(plan[2].cell == "model.lambda=0.1,model.attention=bp_high");
+  CHECK(study::child_args(s, plan, 0, "")[0] == "train");
+  CHECK(study::child_args(s, plan, 0, "/x/checkpoint-2").back() == "/x/checkpoint-2");
+
+  auto error_of = [&](const std::string& text) {
+    const std::string f = write(dir, "bad.toml", text);
+    try {
+      study::plan_study(study::load_study(f), dir + "/out");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of("[study]\nseedz = [1]\n"), Contains("bad.toml") && Contains("unknown key study.seedz"));
+  CHECK_THAT(error_of("[study]\nseeds = [1, 1]\n"), Contains("repeats 1"));
+  CHECK_THAT(error_of("[axes]\nattention = [\"original\"]\n"), Contains("\"section.key\""));
+  CHECK_THAT(error_of("[axes]\n\"model.attention\" = []\n"), Contains("non-empty array"));
+  CHECK_THAT(error_of("[axes]\n\"model.attentoin\" = [\"x\"]\n"),
+             Contains("bad.toml") && Contains("attentoin"));
+  CHECK_THAT(
+      error_of(
+          "[study]\noverrides = [\"train.max_steps=5\", \"train.warmup_steps=1\", \"train.eval_every=2\"]\n"),
+      Contains("must divide"));
+  CHECK_THAT(error_of("[study\n"), Contains("bad.toml:1"));
+}
+
+TEST_CASE("study: the last complete checkpoint of a run folder", "[study]") {
+  const std::string dir = temp_dir("ckpt");
+  for (const char* c : {"checkpoint-20", "checkpoint-100", "checkpoint-40"}) {
+    fs::create_directories(fs::path(dir) / c);
+    for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+      write(dir + "/" + c, f, "x");
+  }
+  fs::remove(fs::path(dir) / "checkpoint-100" / "trainer_state.json");  // incomplete: not chosen
+  CHECK(fs::path(study::last_checkpoint(dir)).filename() == "checkpoint-40");
+  CHECK(study::last_checkpoint(dir + "/none").empty());
+}
+
+TEST_CASE("study: correlation of two metrics over a run's evaluations", "[study]") {
+  const std::string dir = temp_dir("corr");
+  // entropy_L1 = {1,2,3,4}, accuracy = {1,3,2,4}: r = 0.8, p = 0.2, rho = 0.8 (tests/core/
+  // test_stats.cpp works these out); one line without accuracy is left out.
+  write(dir, "metrics.jsonl",
+        "{\"step\":1,\"loss\":5}\n"
+        "{\"step\":2,\"eval_loss\":1,\"eval_accuracy\":1,\"eval_entropy\":[0,1]}\n"
+        "{\"step\":4,\"eval_loss\":1,\"eval_accuracy\":3,\"eval_entropy\":[0,2]}\n"
+        "{\"step\":6,\"eval_loss\":1,\"eval_accuracy\":2,\"eval_entropy\":[0,3]}\n"
+        "{\"step\":8,\"eval_loss\":1,\"eval_accuracy\":4,\"eval_entropy\":[0,4]}\n"
+        "{\"step\":9,\"eval_loss\":1,\"eval_entropy\":[0,5]}\n");
+  const nlohmann::json c = study::correlate_sources({dir}, "entropy_L1", "accuracy");
+  CHECK(c["over"] == "checkpoints");
+  CHECK(c["n"] == 4);
+  CHECK(c["left_out"] == 1);
+  CHECK(c["pearson_r"].get<double>() == near(0.8));
+  CHECK(c["pearson_p"].get<double>() == near(0.2));
+  CHECK(c["spearman_rho"].get<double>() == near(0.8));
+  CHECK(c["points"][1]["label"] == "step 4");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"), Contains("0 point(s)"));
+  CHECK_THROWS_WITH(study::correlate_sources({dir + "/nothing"}, "a", "b"),
+                    Contains("neither a study folder"));
+}
+
+TEST_CASE("study: the study files under configs/studies/ load and plan", "[study]") {
+  const std::string out = temp_dir("configs");
+  for (const auto& e : fs::directory_iterator(std::string(SAOBP_SOURCE_DIR) + "/configs/studies")) {
+    INFO(e.path());
+    const study::StudySpec s = study::load_study(e.path().string());
+    CHECK_FALSE(study::plan_study(s, out).empty());
+  }
+}
