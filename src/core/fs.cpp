@@ -36,7 +36,23 @@ struct Fd {
   }
 };
 
+// What a non-regular file is, for messages.
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a plain file";
+}
+
 }  // namespace
+
+void require_regular_file(const std::string& path, std::string_view op) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(op, "cannot read {}: {}", path, errno_str(errno));
+  if (!S_ISREG(st.st_mode)) fail(op, "cannot read {}: not a regular file ({})", path, file_kind(st.st_mode));
+}
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
@@ -76,13 +92,15 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 
 std::string read_file(const std::string& path) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer would otherwise block before fstat can refuse it.
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) fail("fs", "cannot read {}: {}", path, errno_str(errno));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail("fs", "cannot read {}: {}", path, errno_str(errno));
-  if (S_ISDIR(st.st_mode)) fail("fs", "cannot read {}: {}", path, errno_str(EISDIR));
+  if (!S_ISREG(st.st_mode))
+    fail("fs", "cannot read {}: not a regular file ({})", path, file_kind(st.st_mode));
   // Read straight into the result: sized from fstat, grown if the file is longer than reported.
-  std::string out(S_ISREG(st.st_mode) && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 4096, '\0');
+  std::string out(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 4096, '\0');
   size_t have = 0;
   for (;;) {
     // When full, probe with a small buffer so a file of exactly the fstat size costs no regrowth.

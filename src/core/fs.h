@@ -13,7 +13,14 @@ namespace saobp {
 // the step that failed and strerror.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
-// The whole file as bytes. Throws Error("[fs] cannot read <path>: <strerror>").
+// The whole file as bytes. Throws Error("[fs] cannot read <path>: <strerror>"), and
+// "... not a regular file (a FIFO)" for anything but a regular file (a FIFO would block, a
+// device such as /dev/zero would never end), without opening it for reading first.
 std::string read_file(const std::string& path);
+
+// Throws Error("[op] cannot read <path>: <reason>") unless `path` (symlinks followed) is a
+// regular file: "no such file or directory", "not a regular file (a directory)", "(a FIFO)",
+// "(a character device)", ... For readers that open the file themselves (streams, mmap).
+void require_regular_file(const std::string& path, std::string_view op);
 
 }  // namespace saobp

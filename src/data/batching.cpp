@@ -67,6 +67,9 @@ class CorpusMlm : public MlmSource {
     order_ = std::make_unique<Order>(seed, split_[0].examples.size());
   }
 
+  int64_t examples(Split split) const override {
+    return static_cast<int64_t>(split_[split == Split::train ? 0 : 1].examples.size());
+  }
   MlmBatch batch(Split split, int64_t index) const override {
     const Split_& x = split_[split == Split::train ? 0 : 1];
     const uint64_t stream_base = split == Split::train ? 0 : 1ull << 40;
@@ -146,6 +149,9 @@ class CorpusClm : public ClmSource {
     order_ = std::make_unique<Order>(seed, split_[0].windows);
   }
 
+  int64_t examples(Split split) const override {
+    return static_cast<int64_t>(split_[split == Split::train ? 0 : 1].windows);
+  }
   ClmBatch batch(Split split, int64_t index) const override {
     const Split_& x = split_[split == Split::train ? 0 : 1];
     const auto tokens = x.cache->tokens();

@@ -1,11 +1,14 @@
 #include "data/corpus.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hash.h"
 
 namespace saobp {
@@ -76,8 +79,9 @@ class Builder {
 
 void read_file_documents(const CorpusSpec& spec, const std::string& file,
                          const std::function<void(const Document&)>& fn) {
+  require_regular_file(file, "corpus");  // a FIFO would block, a device never end
   std::ifstream in(file, std::ios::binary);
-  if (!in) fail("corpus", "cannot read {}", file);
+  if (!in) fail("corpus", "cannot read {}: {}", file, std::strerror(errno));
   std::vector<char> buf(1 << 20);
   in.rdbuf()->pubsetbuf(buf.data(), static_cast<std::streamsize>(buf.size()));
   Builder doc(fn, file);
@@ -141,8 +145,11 @@ std::vector<std::string> corpus_files(const CorpusSpec& spec) {
   check_kind(spec);
   std::error_code ec;
   const fs::path root(spec.path);
-  if (fs::is_regular_file(root, ec)) return {spec.path};
-  if (!fs::is_directory(root, ec)) fail("corpus", "{}: no such file or folder (data.path)", spec.path);
+  if (!fs::exists(root, ec)) fail("corpus", "{}: no such file or folder (data.path)", spec.path);
+  if (!fs::is_directory(root, ec)) {
+    require_regular_file(spec.path, "corpus");  // a FIFO or a device is named as such
+    return {spec.path};
+  }
   std::vector<std::string> files;
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {

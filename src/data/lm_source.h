@@ -16,12 +16,22 @@ class MlmSource {
  public:
   virtual ~MlmSource() = default;
   virtual MlmBatch batch(Split split, int64_t index) const = 0;
+  // Examples (sequences) of a split before its batches repeat; 0: generated without end.
+  virtual int64_t examples(Split split) const {
+    (void)split;
+    return 0;
+  }
 };
 
 class ClmSource {
  public:
   virtual ~ClmSource() = default;
   virtual ClmBatch batch(Split split, int64_t index) const = 0;
+  // Examples (windows) of a split before its batches repeat; 0: generated without end.
+  virtual int64_t examples(Split split) const {
+    (void)split;
+    return 0;
+  }
 };
 
 std::unique_ptr<MlmSource> synthetic_mlm_source(int64_t B, int64_t T, int64_t V, uint64_t seed,

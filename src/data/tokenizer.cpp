@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <istream>
+#include <limits>
 #include <ostream>
 #include <queue>
 #include <unordered_map>
@@ -125,7 +126,16 @@ struct VocabTrainer::Impl {
 VocabTrainer::VocabTrainer(const VocabTrainOptions& opt) : impl_(std::make_unique<Impl>()) {
   if (opt.kind != "wordpiece" && opt.kind != "bpe")
     fail("vocab", "kind must be wordpiece or bpe, got '{}'", opt.kind);
-  if (opt.vocab_size < 1) fail("vocab", "vocab_size must be positive, got {}", opt.vocab_size);
+  if (opt.vocab_size < 1 || opt.vocab_size > std::numeric_limits<int32_t>::max())
+    fail("vocab", "vocab_size (--size) must be in [1, {}], got {}", std::numeric_limits<int32_t>::max(),
+         opt.vocab_size);
+  if (opt.kind == "bpe" && opt.vocab_size < 257)
+    fail("vocab",
+         "vocab_size (--size) {} is below the 257 tokens every byte-level BPE vocabulary holds (256 "
+         "bytes and <|endoftext|>)",
+         opt.vocab_size);
+  if (opt.min_frequency < 0)
+    fail("vocab", "min_frequency (--min-frequency) must be >= 0, got {}", opt.min_frequency);
   impl_->opt = opt;
   impl_->norm.lowercase = impl_->norm.strip_accents = opt.lowercase;
 }
@@ -266,6 +276,7 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
   std::vector<int64_t> wcount;
   wcount.reserve(wc.size());
   for (const auto& [w, c] : wc) wcount.push_back(c);
+  if (wc.empty()) fail("vocab", "the corpus has no words: no vocabulary can be learned from empty text");
   std::vector<std::string> tokens;
   std::vector<std::vector<int32_t>> words;
   words.reserve(wc.size());
@@ -289,6 +300,7 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
       uni::append_utf8(s, cp);
       intern(s);
     }
+
     for (const auto& [w, c] : wc) {
       std::vector<int32_t> syms;
       for (size_t i = 0; i < w.size();) {
@@ -299,6 +311,12 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
       }
       words.push_back(std::move(syms));
     }
+    if (static_cast<int64_t>(tokens.size()) > m.opt.vocab_size)
+      fail("vocab",
+           "vocab_size (--size) {} is smaller than the initial vocabulary: 5 special tokens and {} symbols "
+           "of the "
+           "corpus (each character alone and as a \"##\" continuation); give at least {}",
+           m.opt.vocab_size, tokens.size() - 5, tokens.size());
     MergeResult r =
         merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size, m.opt.min_frequency, "##");
     return std::make_unique<WordPieceTokenizer>(std::move(r.tokens), m.norm);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "core/checked.h"
 #include "tensor/backend.h"
 #include "tensor/kernels.h"
 
@@ -49,7 +51,11 @@ std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, 
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    const std::optional<int64_t> p = checked_mul(n, d);
+    if (!p) fail("tensor", "shape {} has more elements than a 64-bit count holds", shape_str(s));
+    n = *p;
+  }
   return n;
 }
 

@@ -43,15 +43,18 @@ void keep_rows(std::vector<AttentionMaps>& maps, Tensor& mask, int64_t r) {
 }  // namespace
 
 DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt) {
-  if (opt.samples < 1) fail("analyze", "--samples must be >= 1, got {}", opt.samples);
+  if (opt.samples < 1 || opt.samples > kMaxAnalyzeSamples)
+    fail("analyze", "--samples must be in [1, {}], got {}", kMaxAnalyzeSamples, opt.samples);
   RunConfig cfg;
   const std::unique_ptr<Task> task = load_task(dir, opt.overrides, cfg);
+  // The held-out set is all there is: more samples would repeat its sequences.
+  const int64_t n = task->held_out_examples(), samples = n > 0 ? std::min(opt.samples, n) : opt.samples;
   DiagnosticsOptions d;
   d.causal = cfg.model.family == "gpt2";
   d.graph_metrics = opt.graph_metrics;
   d.per_sample = opt.per_sample;
   DiagnosticsAccumulator acc(d);
-  int64_t remaining = opt.samples;
+  int64_t remaining = samples;
   std::vector<double> kept;  // per layer: (sample, head) pairs kept by the head skip
   for (int64_t index = 0; remaining > 0; ++index) {
     std::vector<AttentionMaps> maps;
@@ -70,7 +73,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
     remaining -= r;
   }
   DiagnosticsReport report = acc.report();
-  for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(opt.samples * report.heads));
+  for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(samples * report.heads));
   return report;
 }
 
@@ -128,6 +131,10 @@ Inspection inspect_sample(const std::string& dir, int64_t index, const std::vect
   const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
   const int64_t B = task->batch_size();
   if (B <= 0) fail("inspect", "this task does not expose its batches");
+  if (index < 0) fail("inspect", "sample index {} is negative", index);
+  if (const int64_t n = task->held_out_examples(); n > 0 && index >= n)
+    fail("inspect", "sample index {} is out of range: {}'s held-out set has {} sequences (0 to {})", index,
+         dir, n, n - 1);
   Tensor ids, mask;
   task->batch_inputs(Split::valid, index / B, ids, mask);
   const int64_t row = index % B, T = ids.size(1);

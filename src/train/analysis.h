@@ -12,6 +12,9 @@
 
 namespace saobp {
 
+// The most held-out sequences one analysis averages (generated data has no end of its own).
+constexpr int64_t kMaxAnalyzeSamples = int64_t{1} << 20;
+
 struct AnalysisOptions {
   int64_t samples = 1024;              // held-out sequences averaged
   std::vector<std::string> overrides;  // "section.key=value" on the checkpoint's config.toml
@@ -20,7 +23,8 @@ struct AnalysisOptions {
 };
 
 // Runs the checkpoint's model (eval mode) over the first `samples` sequences of its validation
-// stream and accumulates every diagnostic of both maps (A and B) per layer and head.
+// stream (at most its held-out set: report.samples says how many) and accumulates every diagnostic of both
+// maps (A and B) per layer and head.
 DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt);
 
 // Writes analysis.json (the report, the options and the checkpoint) and the CSV tables

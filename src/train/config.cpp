@@ -4,6 +4,7 @@
 #include "train/config.h"
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +12,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hash.h"
 #include "model/positions.h"
 
@@ -329,6 +333,62 @@ std::string list(std::initializer_list<const char*> allowed) {
 
 using Origins = std::map<std::string, std::string>;  // key -> "file:line:col: " / "override '...': "
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Of `keys`, the one a user most likely meant: the given one with the largest value, else the
+// first (an over-large product is reported at the key that made it large).
+std::string blame(const Origins& origins, std::initializer_list<std::pair<const char*, int64_t>> keys) {
+  const char* best = keys.begin()->first;
+  int64_t best_v = -1;
+  for (auto [k, v] : keys)
+    if (origins.count(k) && v > best_v) best = k, best_v = v;
+  return best;
+}
+
+// Refuses a run whose sizes overflow 64-bit products or whose memory estimate exceeds this
+// machine's physical memory (run_memory_estimate), naming the key and the estimate in GiB.
+void check_run_size(const RunConfig& c, const Origins& origins) {
+  const ModelSection& m = c.model;
+  const TrainSection& t = c.train;
+  const auto at = [&](const std::string& key) {
+    auto it = origins.find(key);
+    return it == origins.end() ? std::string() : it->second;
+  };
+  // Blamed: the given size key with the largest value, else the largest term's usual cause.
+  const std::string given = blame(origins, {{"model.layers", m.layers},
+                                            {"model.hidden", m.hidden},
+                                            {"model.intermediate", m.intermediate},
+                                            {"model.vocab_size", m.vocab_size},
+                                            {"model.max_positions", m.max_positions},
+                                            {"model.heads", m.heads},
+                                            {"model.bp_steps", m.bp_steps},
+                                            {"train.batch_size", t.batch_size},
+                                            {"train.seq_len", t.seq_len},
+                                            {"data.eval_lengths", 0}});
+  const bool any_given = origins.count(given) > 0;
+  const std::string model_key = any_given ? given : "model.layers";
+  const std::string batch_key = any_given ? given : "train.batch_size";
+  const RunMemory r = run_memory_estimate(c);
+  const std::string sizes = fmt::format(
+      "model.vocab_size={} hidden={} layers={} heads={} intermediate={} max_positions={}, "
+      "train.batch_size={} "
+      "seq_len={}",
+      m.vocab_size, m.hidden, m.layers, m.heads, m.intermediate, m.max_positions, t.batch_size, t.seq_len);
+  if (r.param_bytes < 0)
+    fail("config", "{}{}: the parameter count overflows 64 bits ({})", at(model_key), model_key, sizes);
+  if (r.activation_bytes < 0)
+    fail("config", "{}{}: the activations of one batch overflow 64 bits ({})", at(batch_key), batch_key,
+         sizes);
+  const double phys = static_cast<double>(physical_memory_bytes());
+  const double params = static_cast<double>(r.param_bytes), acts = static_cast<double>(r.activation_bytes);
+  if (phys > 0 && params + acts > phys)
+    fail("config",
+         "{}{}: this run needs about {:.1f} GiB ({:.1f} GiB of parameters, gradients and AdamW moments, "
+         "{:.1f} GiB of activations of one micro-batch), more than this machine's {:.1f} GiB of memory ({})",
+         at(params > acts ? model_key : batch_key), params > acts ? model_key : batch_key,
+         (params + acts) / kGiB, params / kGiB, acts / kGiB, phys / kGiB, sizes);
+}
+
 // The semantic checks; `origin` prefixes the message with where the key was given.
 void check(const RunConfig& c, const Origins& origins) {
   auto at = [&](const std::string& key) {
@@ -399,13 +459,16 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = no clipping), got {}", t.grad_clip);
   CFG_CHECK(t.grad_accum >= 1, "train.grad_accum", "must be >= 1, got {}", t.grad_accum);
   enum_check("train.reduce", t.reduce, {"ordered", "fast"});
+  // An evaluation over no batches would report loss 0 and perplexity 0 (train.eval_every = 0
+  // turns the periodic evaluation off; the final one always runs).
+  CFG_CHECK(t.eval_batches >= 1, "train.eval_batches", "must be >= 1, got {}", t.eval_batches);
   for (auto [key, v] : {std::pair<const char*, int64_t>{"train.eval_every", t.eval_every},
-                        {"train.eval_batches", t.eval_batches},
                         {"train.log_every", t.log_every},
                         {"train.save_every", t.save_every}})
     CFG_CHECK(v >= 0, key, "must be >= 0, got {}", v);
   CFG_CHECK(!t.run_dir.empty(), "train.run_dir", "must not be empty");
-  CFG_CHECK(t.threads >= 0, "train.threads", "must be >= 0 (0 = OpenMP's default), got {}", t.threads);
+  CFG_CHECK(t.threads >= 0 && t.threads <= kMaxThreads, "train.threads",
+            "must be in [0, {}] (0 = OpenMP's default), got {}", kMaxThreads, t.threads);
   // The baseline regularizers (docs/baselines.md).
   enum_check("train.regularizer", t.regularizer, {"none", "entropy", "eigen"});
   CFG_CHECK(std::isfinite(t.regularizer_coef) && t.regularizer_coef >= 0, "train.regularizer_coef",
@@ -438,6 +501,7 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(d.valid_fraction >= 0 && d.valid_fraction < 1, "data.valid_fraction", "must be in [0, 1), got {}",
             d.valid_fraction);
 #undef CFG_CHECK
+  check_run_size(c, origins);
 }
 
 }  // namespace
@@ -456,8 +520,7 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table doc;
   if (!path.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) fail("config", "cannot read config file '{}'", path);
+    require_regular_file(path, "config");
     try {
       doc = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
@@ -465,7 +528,20 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
       fail("config", "{}:{}:{}: TOML syntax error: {}", path, b.line, b.column, e.description());
     }
   }
-  return resolve(std::move(doc), path, overrides);
+  // A config file says at least which model and which data: an empty or unrelated file is a
+  // mistake, not a request for every default (BERT-Mini on synthetic data for 60000 steps).
+  std::string unnamed;
+  for (const char* key : {"model.family", "data.kind"})
+    if (!path.empty() && unnamed.empty() && !doc.at_path(key).node() &&
+        std::none_of(overrides.begin(), overrides.end(), [&](const std::string& o) {
+          return trim(std::string_view(o).substr(0, o.find('='))) == key;
+        }))
+      unnamed = key;
+  RunConfig cfg = resolve(std::move(doc), path, overrides);
+  if (!unnamed.empty())
+    fail("config", "{}: {} is not set; a config file names at least model.family (bert | gpt2) and data.kind",
+         path, unnamed);
+  return cfg;
 }
 
 RunConfig load_config_text(const std::string& text, const std::string& name,
@@ -503,6 +579,11 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
   // Overrides replace (or add) keys of the document.
   for (const std::string& o : overrides) {
     const std::string where = fmt::format("override '{}': ", o);
+    // One override is one line: a line break would smuggle a second key past the checks below.
+    if (std::any_of(o.begin(), o.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+      fail("config",
+           "override {}: contains a line break or control character; give one section.key=value per argument",
+           toml_string(o));
     const auto eq = o.find('=');
     if (eq == std::string::npos) fail("config", "{}expected section.key=value", where);
     const std::string lhs(trim(std::string_view(o).substr(0, eq)));
@@ -520,11 +601,19 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
     bool set = false;
     try {
       toml::table v = toml::parse("v = " + rhs);
-      if (const toml::node* n = v.get("v"); n && (!f->string_typed || n->is_string())) {
+      if (const toml::node* n = v.get("v"); n && v.size() == 1 && (!f->string_typed || n->is_string())) {
         n->visit([&](auto&& x) { sec->insert_or_assign(k, x); });
         set = true;
       }
     } catch (const toml::parse_error&) {
+      // Digits that TOML refuses are an integer too large for 64 bits, not a string.
+      const std::string_view digits =
+          std::string_view(rhs).substr(rhs.starts_with('-') || rhs.starts_with('+'));
+      if (!f->string_typed && !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char ch) {
+            return (ch >= '0' && ch <= '9') || ch == '_';
+          }))
+        fail("config", "{}{}: {} is out of range for an integer (at most {})", where, lhs, rhs,
+             std::numeric_limits<int64_t>::max());
     }
     if (!set) sec->insert_or_assign(k, rhs);  // not a TOML value (bp_high, data/x.txt): a string
     origins[lhs] = where;
@@ -593,6 +682,46 @@ uint64_t config_hash(const RunConfig& cfg) {
   return fnv1a64(toml_of(c, {"train.reduce"}));
 }
 
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return checked_mul(pages, page).value_or(std::numeric_limits<int64_t>::max());
+}
+
+// Parameters P (f32) of either family, an upper bound: embeddings (V + positions) x H, per layer
+// the attention projections 4 H^2 + 4 H, the MLP 2 H I + I + H and two LayerNorms 4 H, and the
+// embedding LayerNorm, a pooler or head transform and the output bias, H^2 + 7 H + V. Training keeps the
+// parameter, its gradient and two AdamW moments: 16 P bytes. Activations of one micro-batch of N = B x T
+// tokens, kept for the backward pass: per layer and token about 16 H + 4 I values (projections, residuals,
+// norms, MLP) and (4 + 2 bp_steps) NH T attention values (scores, A, B and the belief-propagation iterates),
+// plus 3 V per token for the logits, their softmax and gradient: 4 N (L (16 H + 4 I + (4 + 2 bp_steps) NH T)
+// + 3 V) bytes. T is train.seq_len, or the longest of data.eval_lengths for a long-range task.
+RunMemory run_memory_estimate(const RunConfig& cfg) {
+  const ModelSection& m = cfg.model;
+  int64_t T = cfg.train.seq_len;
+  if (cfg.data.kind == "task")
+    for (int64_t l : cfg.data.eval_lengths) T = std::max(T, l);
+  const int64_t H = m.hidden, I = m.intermediate, L = m.layers, V = m.vocab_size, NH = m.heads;
+  // Every product and sum checked: an overflow anywhere propagates as nullopt, reported as -1.
+  using I64 = std::optional<int64_t>;
+  const auto fold = [](std::initializer_list<I64> terms, int64_t init, auto op) -> I64 {
+    I64 acc = init;
+    for (const I64& x : terms) acc = acc && x ? op(*acc, *x) : std::nullopt;
+    return acc;
+  };
+  const auto mul = [&](std::initializer_list<I64> f) { return fold(f, 1, checked_mul); };
+  const auto add = [&](std::initializer_list<I64> t) { return fold(t, 0, checked_add); };
+  const I64 per_layer_params = add({mul({4, H, H}), mul({2, H, I}), mul({9, H}), I});
+  const I64 params =
+      add({mul({add({V, m.max_positions}), H}), mul({L, per_layer_params}), mul({H, H}), mul({7, H}), V});
+  const I64 attn = mul({add({4, mul({2, m.bp_steps})}), NH, T});
+  const I64 per_token = add({mul({L, add({mul({16, H}), mul({4, I}), attn})}), mul({3, V})});
+  RunMemory r;
+  r.param_bytes = mul({16, params}).value_or(-1);
+  r.activation_bytes = mul({4, cfg.train.batch_size, T, per_token}).value_or(-1);
+  return r;
+}
+
 AttentionSpec attention_spec(const RunConfig& cfg) {
   AttentionSpec a;
   a.variant = cfg.model.attention;
@@ -641,7 +770,11 @@ RunConfig resolve_epochs(const RunConfig& cfg, int64_t batches_per_epoch) {
     fail("config", "train.epochs = {}: this task has no finite training set; use train.max_steps",
          cfg.train.epochs);
   const int64_t accum = cfg.train.grad_accum;
-  r.train.max_steps = (cfg.train.epochs * batches_per_epoch + accum - 1) / accum;
+  const std::optional<int64_t> batches = checked_mul(cfg.train.epochs, batches_per_epoch);
+  if (!batches || *batches > std::numeric_limits<int64_t>::max() - accum)
+    fail("config", "train.epochs = {} x {} batches per epoch overflows 64 bits", cfg.train.epochs,
+         batches_per_epoch);
+  r.train.max_steps = (*batches + accum - 1) / accum;
   if (cfg.train.warmup_ratio > 0)
     r.train.warmup_steps =
         static_cast<int64_t>(std::ceil(cfg.train.warmup_ratio * static_cast<double>(r.train.max_steps)));

@@ -125,6 +125,20 @@ std::string to_toml(const RunConfig& cfg);
 // identity of a run, which --resume requires, independent of how its batch is split and summed.
 uint64_t config_hash(const RunConfig& cfg);
 
+// The most OpenMP threads train.threads may ask for (libgomp fails on absurd counts).
+constexpr int kMaxThreads = 1024;
+
+// A simple upper estimate of the memory of a training run (formula above run_memory_estimate
+// in config.cpp); -1 where a product of sizes overflows 64 bits. load_config refuses a run whose
+// estimate exceeds physical_memory_bytes(), naming the key that made it large.
+struct RunMemory {
+  int64_t param_bytes = 0;       // parameters, gradients and AdamW moments
+  int64_t activation_bytes = 0;  // activations of one micro-batch
+};
+RunMemory run_memory_estimate(const RunConfig& cfg);
+// This machine's physical memory in bytes (0 if unknown).
+int64_t physical_memory_bytes();
+
 // The allowed keys of a section ("model", "train", "data"), in schema order; empty if unknown.
 std::vector<std::string> config_keys(const std::string& section);
 

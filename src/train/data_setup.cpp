@@ -164,6 +164,7 @@ class LazySource : public Source {
   LazySource(RunConfig cfg, std::shared_ptr<const Tokenizer> tok, Make make)
       : cfg_(std::move(cfg)), tok_(std::move(tok)), make_(std::move(make)) {}
   Batch batch(Split split, int64_t index) const override { return source(split)->batch(split, index); }
+  int64_t examples(Split split) const override { return source(split)->examples(split); }
   void prepare_training() const { source(Split::train); }
 
  private:

@@ -24,6 +24,7 @@ template <class Data>
 class LmTask : public Task {
  public:
   int64_t batch_size() const override { return cfg_.train.batch_size; }
+  int64_t held_out_examples() const override { return data_.source->examples(Split::valid); }
   void batch_inputs(Split split, int64_t index, Tensor& ids, Tensor& mask) override {
     const auto b = data_.source->batch(split, index);
     ids = b.ids, mask = b.key_mask;

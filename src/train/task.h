@@ -60,6 +60,9 @@ class Task {
   }
   // Batch size of attention_maps.
   virtual int64_t batch_size() const { return 0; }
+  // Sequences of the held-out split before its batches repeat (`analyze --samples` and
+  // `inspect --sample` stay below it); 0: generated data without end, or not known.
+  virtual int64_t held_out_examples() const { return 0; }
   // Evaluation beyond evaluate() that a task defines (the long-range tasks: accuracy per
   // sequence length), printed and written under out_dir; null when the task has none.
   virtual nlohmann::json final_evaluation(const std::string& out_dir, bool print) {

@@ -505,8 +505,9 @@ TEST_CASE("benchmarks: LineReader numbers lines, drops CR, a BOM and nothing els
   LineReader nl(write(dir, "nl.txt", "x\n"));
   CHECK(nl.next(line));
   CHECK_FALSE(nl.next(line));  // nothing after the final '\n'
-  CHECK_ERROR(LineReader(dir + "/absent.txt"), Contains("cannot open " + dir + "/absent.txt"));
-  CHECK_ERROR(LineReader{dir}, Contains("is a directory"));
+  CHECK_ERROR(LineReader(dir + "/absent.txt"), Contains("cannot read " + dir + "/absent.txt"));
+  CHECK_ERROR(LineReader{dir}, Contains("not a regular file (a directory)"));
+  CHECK_ERROR(LineReader{"/dev/zero"}, Contains("/dev/zero: not a regular file (a character device)"));
 
   CHECK(split_tabs("a\t\"b\t\tc") == std::vector<std::string_view>{"a", "\"b", "", "c"});
   CHECK(split_tabs("") == std::vector<std::string_view>{""});

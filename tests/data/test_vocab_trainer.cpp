@@ -161,3 +161,38 @@ TEST_CASE("vocab trainer rejects bad options and text", "[tokenizer]") {
   VocabTrainer tr(opt);
   CHECK_ERROR(tr.feed("ok \xF0\x9F"), Contains("byte 3"));
 }
+
+TEST_CASE("vocab trainer refuses sizes and corpora that give no real vocabulary", "[tokenizer]") {
+  VocabTrainOptions opt;
+  opt.min_frequency = 1;
+  // Smaller than the specials and the corpus's initial symbols: it wrote 109 tokens for 3.
+  const auto course = [&] {
+    VocabTrainer tr(opt);
+    feed_course(tr);
+    return tr.finish();
+  };
+  opt.kind = "wordpiece";
+  opt.vocab_size = 3;
+  CHECK_ERROR(course(), Contains("vocab_size (--size) 3 is smaller than the initial vocabulary") &&
+                            Contains("give at least 16"));
+  opt.vocab_size = 16;  // exactly the initial vocabulary: no merge, but a vocabulary
+  CHECK(course()->vocab_size() == 16);
+  opt.kind = "bpe";
+  opt.vocab_size = 100;
+  CHECK_ERROR(VocabTrainer{opt}, Contains("100 is below the 257 tokens"));
+  opt.vocab_size = 300;
+  opt.min_frequency = -1;
+  CHECK_ERROR(VocabTrainer{opt}, Contains("min_frequency (--min-frequency) must be >= 0, got -1"));
+  opt.min_frequency = 1;
+  // An empty corpus wrote a specials-only vocabulary with exit 0.
+  for (const char* kind : {"wordpiece", "bpe"}) {
+    INFO(kind);
+    opt.kind = kind;
+    const auto empty = [&] {
+      VocabTrainer tr(opt);
+      tr.feed("");
+      return tr.finish();
+    };
+    CHECK_ERROR(empty(), Contains("the corpus has no words"));
+  }
+}

@@ -392,5 +392,5 @@ TEST_CASE("read_file reads binary files whole and names the path on failure", "[
   CHECK(read_file("/proc/self/status").find("Pid:") != std::string::npos);  // st_size 0: grows
   CHECK_ERROR(read_file(tmp / "nope"),
               Contains("[fs] cannot read " + (tmp / "nope")) && Contains("No such file or directory"));
-  CHECK_ERROR(read_file(tmp.dir.string()), Contains("Is a directory"));
+  CHECK_ERROR(read_file(tmp.dir.string()), Contains("not a regular file (a directory)"));
 }

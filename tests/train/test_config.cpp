@@ -1,9 +1,12 @@
 // The run config: every shipped file loads, overrides of each type, the error messages (unknown
 // key, wrong type, bad value, syntax error), presets and explicit keys, and the to_toml round trip.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
+#include "model/bert.h"
 #include "support.h"
 #include "train/config.h"
 
@@ -125,7 +128,9 @@ TEST_CASE("presets fill sizes and λ, explicit keys override", "[config]") {
   CHECK(over.model.lambda == 0.1);
   // The preset applies whatever the order of the keys in the file.
   const RunConfig f =
-      load_config(write_temp("order.toml", "[model]\nhidden = 128\nheads = 2\npreset = \"small\"\n"));
+      load_config(write_temp("order.toml",
+                             "[model]\nfamily = \"bert\"\nhidden = 128\nheads = 2\npreset = \"small\"\n"
+                             "[data]\nkind = \"synthetic\"\n"));
   CHECK(f.model.hidden == 128);
   CHECK(f.model.heads == 2);
   CHECK(f.model.intermediate == 2048);
@@ -192,6 +197,65 @@ TEST_CASE("config errors name the key and where it came from", "[config]") {
   CHECK_ERROR(load_config(write_temp("dup.toml", "[train]\nlr = 1e-3\nlr = 2e-3\n")),
               Contains("dup.toml:3:"));
   CHECK_ERROR(load_config((kRoot / "configs" / "no-such.toml").string()), Contains("no-such.toml"));
+}
+
+TEST_CASE("config sizes are bounded: overflow, memory estimate, threads", "[config]") {
+  // Products of sizes that overflow 64 bits are refused at the key, not wrapped.
+  CHECK_ERROR(load_config("", {"train.batch_size=4611686018427387904"}),
+              Contains("override 'train.batch_size=4611686018427387904'") && Contains("train.batch_size") &&
+                  Contains("overflow 64 bits"));
+  CHECK_ERROR(load_config("", {"model.max_positions=9000000000000000000"}),
+              Contains("model.max_positions") && Contains("parameter count overflows"));
+  // Sizes that fit in 64 bits but not in this machine: the key and the estimate in GiB.
+  CHECK_ERROR(load_config("", {"model.layers=1000000000"}), Contains("model.layers: this run needs about") &&
+                                                                Contains("GiB") &&
+                                                                Contains("layers=1000000000"));
+  CHECK_ERROR(load_config("", {"train.batch_size=1000000000"}),
+              Contains("train.batch_size: this run needs about") && Contains("activations"));
+  CHECK_ERROR(load_config("", {"model.positions=rope", "train.seq_len=1000000000"}),
+              Contains("train.seq_len: "));
+  CHECK_ERROR(load_config(write_temp("layers.toml", "[model]\npreset = \"custom\"\nlayers = 1000000000\n")),
+              Contains("layers.toml:3:") && Contains("model.layers"));
+  // The estimate bounds the real parameter count (16 bytes each: value, gradient, two moments).
+  const RunConfig mini = load_config(shipped("bert-mini.toml"));
+  BertForMaskedLM probe(encoder_config(mini), 1);
+  int64_t params = 0;
+  for (const Var& p : probe.params().all()) params += p.numel();
+  const RunMemory mem = run_memory_estimate(mini);
+  CHECK(mem.param_bytes >= 16 * params);
+  CHECK(mem.param_bytes <= 20 * params);
+  CHECK(mem.activation_bytes > 4 * mini.train.batch_size * mini.train.seq_len * mini.model.vocab_size);
+  CHECK(physical_memory_bytes() > 0);
+  // Thread count: libgomp fails on absurd counts.
+  CHECK_ERROR(load_config("", {"train.threads=100000"}), Contains("train.threads: must be in [0, 1024]"));
+  CHECK_NOTHROW(load_config("", {"train.threads=1024"}));
+}
+
+TEST_CASE("config nonsense is an error, not a silent default", "[config]") {
+  // An empty config file names no model and no data.
+  CHECK_ERROR(load_config(write_temp("empty.toml", "")),
+              Contains("empty.toml: model.family is not set") && Contains("data.kind"));
+  CHECK_ERROR(load_config(write_temp("nodata.toml", "[model]\nfamily = \"gpt2\"\n")),
+              Contains("nodata.toml: data.kind is not set"));
+  CHECK_NOTHROW(
+      load_config(write_temp("min.toml", "[model]\nfamily = \"bert\"\n[data]\nkind = \"synthetic\"\n")));
+  CHECK_NOTHROW(load_config(write_temp("empty2.toml", ""), {"model.family=bert", "data.kind=synthetic"}));
+  // An evaluation over no batches reported loss 0 and perplexity 0.
+  CHECK_ERROR(load_config("", {"train.eval_batches=0"}), Contains("train.eval_batches: must be >= 1, got 0"));
+  // An override is one line: a second key after a line break was read too.
+  CHECK_ERROR(load_config("", {"train.lr=1e-3\nmodel.layers=2"}), Contains("line break"));
+  CHECK_ERROR(load_config("", {"train.run_dir=a\rb"}), Contains("control character"));
+  // Digits too large for an integer are not "a string".
+  CHECK_ERROR(load_config("", {"model.layers=99999999999999999999"}),
+              Contains("model.layers: 99999999999999999999 is out of range for an integer"));
+  CHECK_ERROR(load_config("", {"train.seed=-99999999999999999999"}), Contains("out of range for an integer"));
+  // A config that is not a regular file is named as what it is, and never read (no hang).
+  const std::string fifo = write_temp("fifo-dir-marker", "") + ".fifo.toml";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_ERROR(load_config(fifo), Contains("fifo.toml: not a regular file (a FIFO)"));
+  CHECK_ERROR(load_config("/dev/zero"), Contains("/dev/zero: not a regular file (a character device)"));
+  fs::remove(fifo);
 }
 
 TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {

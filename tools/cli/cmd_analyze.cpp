@@ -51,6 +51,9 @@ int run_analyze(const AnalyzeCli& o) {
   const DiagnosticsReport r = analyze_checkpoint(o.checkpoint, opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   write_analysis(r, o.checkpoint, out);
+  if (r.samples < o.samples)
+    fmt::print(stderr, "analyze: --samples {}: the held-out set has {} sequences, all of them used\n",
+               o.samples, r.samples);
   fmt::print("analyze: {} samples of {} in {:.1f} s ({} layers x {} heads); A = softmax, B = refined\n",
              r.samples, o.checkpoint, secs, r.layers, r.heads);
   fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "layer", "H(A)", "H(B)",
@@ -74,16 +77,21 @@ int run_analyze(const AnalyzeCli& o) {
 }
 
 struct InspectCli {
-  std::string checkpoint, text, out;
-  std::vector<int32_t> ids;
+  std::string checkpoint, text, ids, out;
   int64_t sample = -1;
+  CLI::Option *text_opt = nullptr, *ids_opt = nullptr, *sample_opt = nullptr;
 };
 
 int run_inspect(const InspectCli& o) {
-  const int given = !o.text.empty() + !o.ids.empty() + (o.sample >= 0);
-  if (given != 1) fail("inspect", "give exactly one of --text, --ids and --sample");
-  const Inspection in = o.sample >= 0 ? inspect_sample(o.checkpoint, o.sample)
-                                      : inspect_checkpoint(o.checkpoint, o.text, o.ids);
+  const bool has_text = o.text_opt->count() > 0, has_ids = o.ids_opt->count() > 0,
+             has_sample = o.sample_opt->count() > 0;
+  if (has_text + has_ids + has_sample != 1)
+    fail("inspect", "give exactly one of --text, --ids and --sample ({} given)",
+         has_text + has_ids + has_sample);
+  if (has_text && o.text.empty()) fail("inspect", "--text is empty: give the text to run through the model");
+  const std::vector<int32_t> ids = has_ids ? parse_ids("--ids", o.ids) : std::vector<int32_t>{};
+  const Inspection in =
+      has_sample ? inspect_sample(o.checkpoint, o.sample) : inspect_checkpoint(o.checkpoint, o.text, ids);
   const std::string out = o.out.empty() ? (fs::path(o.checkpoint) / "inspect.safetensors").string() : o.out;
   write_inspection(in, out);
   fmt::print("inspect: {} tokens:", in.ids.size());
@@ -117,7 +125,8 @@ void register_analyze(CLI::App& app) {
       "analyze", "Attention diagnostics of a checkpoint (entropy, GTD, sparsity, CC/BC, sinks)");
   sub->add_option("--checkpoint", a.checkpoint, "checkpoint directory")->required();
   sub->add_option("--data", a.data, "valid (its held-out split), synthetic, or KIND:PATH of a corpus");
-  sub->add_option("--samples", a.samples, "held-out sequences averaged")->check(CLI::PositiveNumber);
+  sub->add_option("--samples", a.samples, "held-out sequences averaged (at most the held-out set)")
+      ->check(in_range(1, kMaxAnalyzeSamples));
   sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
   sub->add_flag("--per-sample", a.per_sample,
@@ -129,9 +138,10 @@ void register_analyze(CLI::App& app) {
   CLI::App* ins = app.add_subcommand(
       "inspect", "One input through a checkpoint: tokens, A and B per layer, hidden states, logits");
   ins->add_option("--checkpoint", i.checkpoint, "checkpoint directory")->required();
-  ins->add_option("--text", i.text, "text, tokenized with the checkpoint's tokenizer");
-  ins->add_option("--ids", i.ids, "token ids, comma-separated")->delimiter(',');
-  ins->add_option("--sample", i.sample, "sample N of the checkpoint's held-out stream");
+  i.text_opt = ins->add_option("--text", i.text, "text, tokenized with the checkpoint's tokenizer");
+  i.ids_opt = ins->add_option("--ids", i.ids, "token ids, comma-separated");
+  i.sample_opt =
+      ins->add_option("--sample", i.sample, "sample N of the checkpoint's held-out set")->check(at_least(0));
   ins->add_option("--out", i.out, "output file (default CHECKPOINT/inspect.safetensors)");
   add_command(ins, [] { return run_inspect(i); });
 }

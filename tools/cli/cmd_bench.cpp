@@ -431,9 +431,9 @@ void register_bench(CLI::App& app) {
       "pretraining step");
   sub->add_flag("--skip-pretrain", o.skip_pretrain,
                 "with --finetune: time only the fine-tuning step (no pretraining reference; for profiling)");
-  sub->add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  sub->add_option("--warmup", o.warmup, "untimed steps first")->check(at_least(0));
   sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")
-      ->check(CLI::Range(20, 1 << 30));
+      ->check(in_range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
   sub->add_flag("--print-config", o.print_config,
                 "print the resolved config as TOML and exit (bench_pytorch.py)");

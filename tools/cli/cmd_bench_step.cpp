@@ -78,15 +78,18 @@ void register_bench_step(CLI::App& app) {
   static StepBenchOptions o;
   CLI::App* sub =
       app.add_subcommand("bench-step", "Time BERT-Mini training steps for each attention variant");
-  sub->add_option("--T", o.T, "sequence length")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", o.warmup, "untimed steps")->check(CLI::NonNegativeNumber);
-  sub->add_option("--steps", o.steps, "timed steps (the median is reported)")->check(CLI::PositiveNumber);
-  sub->add_option("--variants", o.variants, "attention variants, comma-separated; the first is the baseline")
-      ->delimiter(',');
+  sub->add_option("--T", o.T, "sequence length")->check(at_least(1));
+  sub->add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
+  sub->add_option("--warmup", o.warmup, "untimed steps")->check(at_least(0));
+  sub->add_option("--steps", o.steps, "timed steps (the median is reported)")->check(at_least(1));
+  static std::string variants;
+  sub->add_option("--variants", variants, "attention variants, comma-separated; the first is the baseline");
   sub->add_option("--lambda", o.lambda, "λ of the BP variants");
   sub->add_option("--seed", o.seed, "random seed");
-  add_command(sub, [] { return run_bench_step(o); });
+  add_command(sub, [] {
+    if (!variants.empty()) o.variants = split_list("--variants", variants);
+    return run_bench_step(o);
+  });
 }
 
 }  // namespace saobp::cli

@@ -124,9 +124,9 @@ int run_explain(const ExplainOptions& o) {
 void register_explain(CLI::App& app) {
   static ExplainOptions o;
   CLI::App* sub = app.add_subcommand("explain", "Print every step of SAOBP on a small random example");
-  sub->add_option("--T", o.T, "sequence length")->check(CLI::Range(1, 12));
-  sub->add_option("--head-size", o.hs, "head size")->check(CLI::PositiveNumber);
-  sub->add_option("--lambda", o.lambda, "λ")->check(CLI::NonNegativeNumber);
+  sub->add_option("--T", o.T, "sequence length")->check(in_range(1, 12));
+  sub->add_option("--head-size", o.hs, "head size")->check(at_least(1));
+  sub->add_option("--lambda", o.lambda, "λ")->check(at_least(0));
   sub->add_option("--variant", o.variant, "bp_high or bp_low");
   sub->add_option("--seed", o.seed, "random seed");
   sub->add_flag("--causal", o.causal, "causal decoder");

@@ -83,15 +83,13 @@ void register_gradcheck(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("gradcheck", "f64 finite-difference gradient check of an attention block");
   sub->add_option("--variant", o.variant, "original, bp_high, bp_low or bp_elemmul");
-  sub->add_option("--T", o.T, "sequence length")->check(CLI::PositiveNumber);
-  sub->add_option("--heads", o.heads, "attention heads")->check(CLI::PositiveNumber);
-  sub->add_option("--head-size", o.hs, "head size")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", o.batch, "sequences")->check(CLI::PositiveNumber);
-  sub->add_option("--lambda", o.lambda, "λ of the first head (head h uses λ (1 + h/2))")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--steps", o.steps, "BP steps")->check(CLI::PositiveNumber);
-  sub->add_option("--pad", o.pad, "padded positions at the end of the last sequence")
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--T", o.T, "sequence length")->check(at_least(1));
+  sub->add_option("--heads", o.heads, "attention heads")->check(at_least(1));
+  sub->add_option("--head-size", o.hs, "head size")->check(at_least(1));
+  sub->add_option("--batch", o.batch, "sequences")->check(at_least(1));
+  sub->add_option("--lambda", o.lambda, "λ of the first head (head h uses λ (1 + h/2))")->check(at_least(0));
+  sub->add_option("--steps", o.steps, "BP steps")->check(at_least(1));
+  sub->add_option("--pad", o.pad, "padded positions at the end of the last sequence")->check(at_least(0));
   sub->add_option("--seed", o.seed, "random seed");
   sub->add_option("--show", o.show, "gradient entries printed per input");
   sub->add_flag("--causal", o.causal, "causal decoder attention");

@@ -16,11 +16,13 @@ void register_make_task(CLI::App& app) {
       ->check(CLI::IsMember({"fortunes-topics"}));
   sub->add_option("--out", out, "the folder to write (train.tsv, dev.tsv, labels.txt)")->required();
   sub->add_option("--fortunes", o.fortunes_dir, "the fortunes folder")->capture_default_str();
-  sub->add_option("--topics", o.topics, "topic files, one label each")->delimiter(',')->capture_default_str();
+  static std::string topics = fmt::format("{}", fmt::join(o.topics, ","));
+  sub->add_option("--topics", topics, "topic files, one label each, comma-separated")->capture_default_str();
   sub->add_option("--dev-fraction", o.dev_fraction, "the share of entries held out as dev.tsv")
       ->capture_default_str();
   sub->add_option("--seed", o.seed, "the seed of the split")->capture_default_str();
   add_command(sub, [] {
+    o.topics = split_list("--topics", topics);
     const bench::FortunesTaskSummary s = bench::write_fortunes_task(o, out);
     fmt::print("{}: {} train / {} dev entries; per topic ({}): {}; majority-class dev accuracy {:.4f}\n", out,
                s.train, s.dev, fmt::join(o.topics, ", "), fmt::join(s.per_topic, ", "), s.majority_dev);

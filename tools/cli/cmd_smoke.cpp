@@ -133,9 +133,9 @@ void register_smoke(CLI::App& app) {
   static SmokeOptions o;
   CLI::App* sub =
       app.add_subcommand("smoke", "Train one transformer block on a copy task and print the falling loss");
-  sub->add_option("--steps", o.steps, "training steps")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
-  sub->add_option("--lr", o.lr, "Adam learning rate")->check(CLI::PositiveNumber);
+  sub->add_option("--steps", o.steps, "training steps")->check(at_least(1));
+  sub->add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
+  sub->add_option("--lr", o.lr, "Adam learning rate")->check(above(0));
   sub->add_option("--seed", o.seed, "random seed");
   add_command(sub, [] { return run_smoke(o); });
 }

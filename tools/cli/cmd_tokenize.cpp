@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "data/tokenizer.h"
 
 namespace saobp::cli {
@@ -28,6 +29,7 @@ int run_tokenize(const TokenizeCli& o) {
   if (o.input == "-") {
     tokenize_lines(*tok, std::cin, std::cout, "<stdin>", opt);
   } else {
+    require_regular_file(o.input, "tokenize");
     std::ifstream in(o.input, std::ios::binary);
     if (!in) fail("tokenize", "cannot read {}: {}", o.input, std::strerror(errno));
     tokenize_lines(*tok, in, std::cout, o.input, opt);

@@ -1,6 +1,12 @@
 #include "cli/commands.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
 #include <vector>
+
+#include "core/error.h"
 
 namespace saobp::cli {
 
@@ -43,6 +49,102 @@ void register_all(CLI::App& app) {
   register_study(app);
   register_correlate(app);
   register_cost(app);
+}
+
+namespace {
+
+// The number an option's text holds, or an error message for CLI11.
+std::string number_of(const std::string& s, double& v) {
+  if (!CLI::detail::lexical_cast(s, v) || std::isnan(v)) return fmt::format("expected a number, got '{}'", s);
+  return {};
+}
+
+// A numeric check: the message "must be <what>, got <text>" unless ok(value).
+CLI::Validator numeric(const std::string& what, std::function<bool(double)> ok) {
+  return CLI::Validator(
+      [what, ok](std::string& s) {
+        double v = 0;
+        std::string err = number_of(s, v);
+        if (err.empty() && !ok(v)) err = fmt::format("must be {}, got {}", what, s);
+        return err;
+      },
+      what);
+}
+
+}  // namespace
+
+CLI::Validator in_range(double lo, double hi) {
+  return numeric(fmt::format("in [{}, {}]", lo, hi), [lo, hi](double v) { return v >= lo && v <= hi; });
+}
+CLI::Validator at_least(double lo) {
+  return numeric(fmt::format(">= {}", lo), [lo](double v) { return v >= lo; });
+}
+CLI::Validator above(double lo) {
+  return numeric(fmt::format("> {}", lo), [lo](double v) { return v > lo; });
+}
+
+namespace {
+
+// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return {};
+  const std::string given = argv[1];
+  std::string best, names;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string& name = sub->get_name();
+    if (name == given) return {};
+    const size_t d = edit_distance(given, name);
+    if (d < best_d) best_d = d, best = name;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  // A suggestion only when it is close: at most a third of the letters differ.
+  if (best_d <= std::max<size_t>(2, given.size() / 3))
+    return fmt::format("unknown command '{}'; did you mean '{}'? (commands: {})", given, best, names);
+  return fmt::format("unknown command '{}' (commands: {})", given, names);
+}
+
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t k = 1;; ++k) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    if (out.back().empty()) fail("cli", "{} '{}': element {} is empty", option, text, k);
+    if (comma == text.size()) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int32_t> parse_ids(const std::string& option, const std::string& text) {
+  std::vector<int32_t> ids;
+  for (const std::string& e : split_list(option, text)) {
+    int32_t v = 0;
+    const auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), v);
+    if (ec != std::errc() || end != e.data() + e.size())
+      fail("cli", "{} '{}': element {} '{}' is not a token id (an integer below 2^31)", option, text,
+           ids.size() + 1, e);
+    ids.push_back(v);
+  }
+  return ids;
 }
 
 int run_selected(CLI::App& app) {

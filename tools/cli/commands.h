@@ -13,6 +13,22 @@ void add_command(CLI::App* sub, std::function<int()> run);
 void register_all(CLI::App& app);
 int run_selected(CLI::App& app);
 
+// Range checks for numeric options with short messages ("--samples: must be in [1, 1048576],
+// got 0"); CLI11's own print the double range in full (a 309-digit bound).
+CLI::Validator in_range(double lo, double hi);
+CLI::Validator at_least(double lo);
+CLI::Validator above(double lo);  // > lo
+
+// When argv[1] is not an option and not a subcommand of `app`: the message naming it and the
+// nearest subcommand by edit distance ("unknown command 'trian'; did you mean 'train'?"), else "".
+std::string unknown_command(CLI::App& app, int argc, char** argv);
+
+// The elements of a comma-separated list; throws naming `option` and the element's position for an
+// empty one ("--ids '2,,3': element 2 is empty"), which CLI11's delimiter drops silently.
+std::vector<std::string> split_list(const std::string& option, const std::string& text);
+// Comma-separated token ids ("2,5,7"): split_list, and each element an int32.
+std::vector<int32_t> parse_ids(const std::string& option, const std::string& text);
+
 // One per file.
 void register_info(CLI::App& app);
 void register_smoke(CLI::App& app);

@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   CLI::App app{"saobp: a from-scratch transformer trainer for attention-localization research"};
   app.require_subcommand(1);
   saobp::cli::register_all(app);
+  if (const std::string unknown = saobp::cli::unknown_command(app, argc, argv); !unknown.empty()) {
+    fmt::print(stderr, "saobp: error: {}\n", unknown);
+    return 1;
+  }
   try {
     app.parse(argc, argv);
     return finish(saobp::cli::run_selected(app));

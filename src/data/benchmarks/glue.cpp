@@ -181,9 +181,10 @@ void check_split(const Task& t, const std::string& split) {
 std::string split_file(const Task& t, const std::string& dir, const std::string& split) {
   const fs::path in_glue = fs::path(dir) / t.folder / (split + ".tsv"),
                  in_task = fs::path(dir) / (split + ".tsv");
+  // Anything there but a folder is taken: the reader names a FIFO or a device as such.
   std::error_code ec;
-  if (fs::is_regular_file(in_glue, ec)) return in_glue.string();
-  if (fs::is_regular_file(in_task, ec)) return in_task.string();
+  if (fs::exists(in_glue, ec) && !fs::is_directory(in_glue, ec)) return in_glue.string();
+  if (fs::exists(in_task, ec) && !fs::is_directory(in_task, ec)) return in_task.string();
   const char* splits = t.name == "mnli" ? "{train,dev_matched,dev_mismatched,test_matched,test_mismatched}"
                                         : "{train,dev,test}";
   fail("benchmarks",

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "data/unicode.h"
 
 namespace saobp::bench {
@@ -75,10 +76,10 @@ void expect_header(LineReader& in, const std::vector<std::string>& columns, std:
                         shown(expected)));
 }
 
-LineReader::LineReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+LineReader::LineReader(const std::string& path) : path_(path) {
+  require_regular_file(path, "benchmarks");  // a FIFO would block, a device never end
+  in_.open(path, std::ios::binary);
   if (!in_) fail("benchmarks", "cannot open {}: {}", path, std::strerror(errno));
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("benchmarks", "cannot open {}: it is a directory", path);
 }
 
 bool LineReader::next(std::string& line) {

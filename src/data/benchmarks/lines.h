@@ -50,7 +50,8 @@ void expect_header(LineReader& in, const std::vector<std::string>& columns, std:
 // a UTF-8 byte order mark at the start of the file is dropped (GLUE's MRPC train/dev.tsv have one).
 class LineReader {
  public:
-  // Throws Error("[benchmarks] cannot open PATH: <strerror>") (also for a directory).
+  // Throws Error("[benchmarks] cannot read PATH: <strerror>"), or "... not a regular file (a
+  // directory)" (a FIFO, a device) before opening it: a FIFO would block, a device never end.
   explicit LineReader(const std::string& path);
   // The next line into `line`; false at the end of the file (line number unchanged).
   bool next(std::string& line);
