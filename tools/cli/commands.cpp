@@ -17,6 +17,16 @@ std::vector<Entry>& registry() {
 
 void add_command(CLI::App* sub, std::function<int()> run) { registry().push_back({sub, std::move(run)}); }
 
+CLI::Option* add_resume_options(CLI::App* sub, std::string& resume, bool& overwrite) {
+  CLI::Option* r = sub->add_option("--resume", resume,
+                                   "continue the run from this checkpoint directory, or (no value) from the "
+                                   "run directory's latest complete checkpoint");
+  r->expected(0, 1);
+  sub->add_flag("--overwrite", overwrite, "start a new run in a run directory that holds one, replacing it")
+      ->excludes(r);
+  return r;
+}
+
 void register_all(CLI::App& app) {
   register_info(app);
   register_smoke(app);
