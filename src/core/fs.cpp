@@ -123,4 +123,20 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+void sync_directory(const std::string& dir) {
+  Fd d;
+  d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d.fd < 0) fail("fs", "cannot sync directory {}: {}", dir, errno_str(errno));
+  if (::fsync(d.fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+    fail("fs", "cannot sync directory {}: {}", dir, errno_str(errno));
+}
+
+void rename_durable(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    fail("fs", "cannot rename {} to {}: {}", from, to, errno_str(errno));
+  const std::string a = parent_dir(from), b = parent_dir(to);
+  sync_directory(b);
+  if (a != b) sync_directory(a);
+}
+
 }  // namespace saobp

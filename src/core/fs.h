@@ -23,4 +23,14 @@ std::string read_file(const std::string& path);
 // "(a character device)", ... For readers that open the file themselves (streams, mmap).
 void require_regular_file(const std::string& path, std::string_view op);
 
+// fsyncs the directory `dir`, so that the entries created, renamed or removed in it survive a
+// crash. File systems that cannot sync a directory (EINVAL, ENOTSUP) are not an error. Throws
+// Error("[fs] cannot sync directory <dir>: <strerror>").
+void sync_directory(const std::string& dir);
+
+// rename(2) of `from` to `to` (a file or a directory; `to` must not be a non-empty directory),
+// then sync_directory of both parents, so the rename is durable when this returns. Throws
+// Error("[fs] cannot rename <from> to <to>: <strerror>").
+void rename_durable(const std::string& from, const std::string& to);
+
 }  // namespace saobp

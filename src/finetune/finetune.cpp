@@ -122,7 +122,8 @@ nlohmann::json run_finetune(const FinetuneOptions& o) {
   if (!o.quiet) fmt::print("# resolved config ({} from {})\n{}\n", o.task, o.init, to_toml(cfg));
   TrainOptions t;
   t.resume_dir = o.resume;
-  if (o.resume.empty()) t.init_dir = o.init;
+  t.resume_latest = o.resume_latest, t.overwrite = o.overwrite;
+  if (o.resume.empty() && !o.resume_latest) t.init_dir = o.init;
   t.progress = true, t.quiet = o.quiet;
   const TrainSummary s = train(cfg, t);
   nlohmann::json r = s.final_eval.is_null() ? nlohmann::json::object() : s.final_eval;

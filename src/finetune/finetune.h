@@ -29,7 +29,9 @@ struct FinetuneOptions {
   std::string data;    // the benchmark's folder (or file)
   std::string recipe;  // a recipe file replacing the task's compiled-in one ("" = compiled in)
   std::vector<std::string> overrides;
-  std::string resume;  // continue this checkpoint of the run instead (--resume)
+  std::string resume;          // continue this checkpoint of the run instead (--resume)
+  bool resume_latest = false;  // continue the run's latest complete checkpoint (--resume, no value)
+  bool overwrite = false;      // replace what the run directory holds (--overwrite)
   bool quiet = false;
 };
 

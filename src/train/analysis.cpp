@@ -18,15 +18,18 @@ namespace {
 // The task of a checkpoint with its weights loaded, with the checkpoint's own tokenizer when it
 // carries one (unless an override names data.vocab): the folder is all a single input needs.
 // The corpus is read only when a batch is asked for (data_setup.h).
-std::unique_ptr<Task> load_task(const std::string& dir, const std::vector<std::string>& overrides,
+std::unique_ptr<Task> load_task(const std::string& given_dir, const std::vector<std::string>& overrides,
                                 RunConfig& cfg) {
+  const std::string dir = readable_checkpoint(given_dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail("analyze", "{}: not a checkpoint directory", dir);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
   const bool vocab_given = std::any_of(overrides.begin(), overrides.end(),
                                        [](const std::string& o) { return o.starts_with("data.vocab="); });
   if (!vocab_given && fs::exists(fs::path(dir) / "tokenizer.json", ec)) cfg.data.vocab = dir;
+  verify_checksums(dir, {"optimizer.safetensors", "model.safetensors"});  // load_weights checks that one
   std::unique_ptr<Task> task = make_task(cfg);
+  check_checkpoint_config(dir, task->hf_config(), task->tokenizer());
   load_weights(dir, task->params());
   return task;
 }

@@ -1,10 +1,20 @@
 #include "train/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <regex>
 
 #include "core/fs.h"
+#include "core/hash.h"
 #include "model/safetensors.h"
 
 namespace saobp {
@@ -13,12 +23,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr const char* kChecksums = "checksums.json";
+
 void copy_into(const SafetensorsFile& f, const std::string& name, Tensor& dst) {
   if (!f.has(name))
     fail("checkpoint", "{}: tensor '{}' is missing; the checkpoint does not match this model", f.path, name);
   const Tensor& src = f.get(name);
   if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
     fail("checkpoint", "{}: tensor '{}' is {} but the model has {}", f.path, name, src.str(), dst.str());
+  check_finite(src, f.path, name);
   dst.copy_from(src);
 }
 
@@ -29,11 +42,76 @@ void check_no_extra(const SafetensorsFile& f, size_t expected) {
          f.path, f.tensors.size(), expected);
 }
 
+std::string checksum_of(const std::string& path) { return fmt::format("{:016x}", fnv1a64(read_file(path))); }
+
+// SAOBP_TEST_PAUSE_IN_SAVE=POINT:N: the Nth save of this process sleeps at POINT (the kill test).
+void test_pause(const char* point, const fs::path& dir) {
+  static const char* env = std::getenv("SAOBP_TEST_PAUSE_IN_SAVE");
+  static std::map<std::string, int> hits;
+  if (!env) return;
+  const std::string spec(env);
+  const size_t colon = spec.rfind(':');
+  if (spec.substr(0, colon) != point) return;
+  const int n = colon == std::string::npos ? 1 : std::atoi(spec.c_str() + colon + 1);
+  if (++hits[point] != n) return;
+  std::fprintf(stderr, "saobp: test pause at %s of save %d (%s)\n", point, n, dir.string().c_str());
+  std::fflush(stderr);
+  for (;;) ::pause();
+}
+
+// A pid that still runs (kill(pid, 0) reaches it, or exists but is not ours to signal).
+bool alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+// dir/checksums.json complete and verified.
+bool complete(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / kChecksums, ec)) return false;
+  try {
+    verify_checksums(dir.string());
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// An interrupted swap's leftover beside NAME: NAME.tmp-PID or NAME.old-PID (a folder).
+struct Leftover {
+  fs::path path;
+  std::string base;  // NAME
+  bool tmp = false;  // NAME.tmp-PID (else NAME.old-PID)
+  long pid = 0;
+};
+
+std::vector<Leftover> leftovers(const fs::path& dir) {
+  static const std::regex re(R"((.+)\.(tmp|old)-([0-9]+))");
+  std::vector<Leftover> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory(ec) || !std::regex_match(name, m, re)) continue;
+    out.push_back({e.path(), m[1].str(), m[2].str() == "tmp", std::stol(m[3].str())});
+  }
+  std::sort(out.begin(), out.end(), [](const Leftover& a, const Leftover& b) { return a.path < b.path; });
+  return out;
+}
+
 }  // namespace
+
+void check_finite(const Tensor& t, const std::string& file, const std::string& name) {
+  if (!is_floating(t.dtype())) return;
+  const std::vector<double> v = t.to(DType::f64).to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      fail("checkpoint", "{}: tensor '{}' holds {} at flat index {}; the checkpoint is damaged", file, name,
+           v[i], i);
+}
 
 void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
   const fs::path final_dir(dir);
-  if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path());
+  const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+  fs::create_directories(parent);
   const fs::path tmp = final_dir.string() + fmt::format(".tmp-{}", ::getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
@@ -55,19 +133,197 @@ void save_checkpoint(const std::string& dir, const CheckpointContents& c) {
                                 {"seed", c.state.seed},
                                 {"ranks", c.state.ranks},
                                 {"grad_accum", c.state.grad_accum},
+                                {"max_batches_per_step", c.state.max_batches_per_step},
                                 {"optimizer_steps", c.optimizer ? c.optimizer->steps_taken() : 0}};
   write_file_atomic((tmp / "trainer_state.json").string(), state.dump(2) + "\n");
-  write_file_atomic((tmp / "config.json").string(), c.hf_config.dump(2) + "\n");
+  nlohmann::json hf = c.hf_config;
+  if (c.tokenizer) hf["saobp_tokenizer_fingerprint"] = fmt::format("{:016x}", c.tokenizer->fingerprint());
+  write_file_atomic((tmp / "config.json").string(), hf.dump(2) + "\n");
   write_file_atomic((tmp / "config.toml").string(), c.config_toml);
   if (c.tokenizer) c.tokenizer->save(tmp.string());
+  test_pause("files-written", final_dir);
+  // The checksums last: their presence marks the folder complete.
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& e : fs::directory_iterator(tmp))
+    if (e.is_regular_file()) files[e.path().filename().string()] = checksum_of(e.path().string());
+  write_file_atomic((tmp / kChecksums).string(),
+                    nlohmann::json{{"algorithm", "fnv1a64"}, {"files", files}}.dump(2) + "\n");
+  sync_directory(tmp.string());
+  test_pause("before-swap", final_dir);
   // Swap into place: the old checkpoint (if any) is removed only once the new one is complete.
   const fs::path old = final_dir.string() + fmt::format(".old-{}", ::getpid());
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
   fs::remove_all(old);
+  if (fs::exists(final_dir)) {
+    rename_durable(final_dir.string(), old.string());
+    test_pause("between-renames", final_dir);
+  }
+  rename_durable(tmp.string(), final_dir.string());
+  test_pause("after-swap", final_dir);
+  fs::remove_all(old);
+  sync_directory(parent.string());
+}
+
+std::vector<std::string> recover_interrupted_saves(const std::string& run_dir) {
+  std::vector<std::string> notes;
+  const fs::path root(run_dir);
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return notes;
+  std::map<std::string, std::vector<Leftover>> by_base;
+  for (const Leftover& l : leftovers(root)) {
+    if (l.pid != ::getpid() && alive(l.pid)) {
+      notes.push_back(fmt::format("left {} alone: process {} is still running", l.path.string(), l.pid));
+      continue;
+    }
+    by_base[l.base].push_back(l);
+  }
+  for (auto& [base, list] : by_base) {
+    const fs::path target = root / base;
+    if (!fs::exists(target, ec)) {
+      // A complete new copy wins (the swap is finished); else the old copy goes back.
+      auto pick =
+          std::find_if(list.begin(), list.end(), [](const Leftover& l) { return l.tmp && complete(l.path); });
+      if (pick == list.end())
+        pick = std::find_if(list.begin(), list.end(), [](const Leftover& l) { return !l.tmp; });
+      if (pick != list.end()) {
+        rename_durable(pick->path.string(), target.string());
+        notes.push_back(fmt::format("{} {}: renamed {} to {}",
+                                    pick->tmp ? "finished the interrupted save of" : "restored",
+                                    target.string(), pick->path.filename().string(), base));
+        list.erase(pick);
+      }
+    }
+    for (const Leftover& l : list) {
+      fs::remove_all(l.path);
+      notes.push_back(fmt::format("removed the leftover {} of an interrupted save", l.path.string()));
+    }
+  }
+  // write_file_atomic's FILE.tmp.PID of dead processes.
+  static const std::regex tmp_file(R"(.+\.tmp\.([0-9]+))");
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file(ec) || !std::regex_match(name, m, tmp_file)) continue;
+    const long pid = std::stol(m[1].str());
+    if (pid != ::getpid() && alive(pid)) continue;
+    fs::remove(e.path(), ec);
+    notes.push_back(fmt::format("removed the leftover {} of an interrupted write", e.path().string()));
+  }
+  if (!notes.empty()) sync_directory(root.string());
+  return notes;
+}
+
+std::string latest_checkpoint(const std::string& run_dir, std::vector<std::string>* notes) {
+  static const std::regex numbered(R"(checkpoint-([0-9]+))");
+  std::vector<std::pair<int64_t, fs::path>> found;  // (order, dir): final above every checkpoint-N
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return "";
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory(ec)) continue;
+    if (name == "final")
+      found.emplace_back(INT64_MAX, e.path());
+    else if (std::regex_match(name, m, numbered) && m[1].length() < 18)
+      found.emplace_back(std::stoll(m[1].str()), e.path());
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (const auto& [order, dir] : found) {
+    try {
+      if (!fs::exists(dir / kChecksums))
+        fail("checkpoint", "{}: no {}; the save did not finish", dir.string(), kChecksums);
+      verify_checksums(dir.string());
+      return dir.string();
+    } catch (const Error& e) {
+      if (notes) notes->push_back(fmt::format("skipped {}: {}", dir.string(), e.what()));
+    }
+  }
+  return "";
+}
+
+std::string readable_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return dir;
+  const fs::path target(dir);
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::vector<Leftover> all = leftovers(parent);
+  const Leftover* pick = nullptr;
+  for (const Leftover& l : all)
+    if (l.base == target.filename().string() && l.tmp && complete(l.path)) pick = &l;
+  if (!pick)
+    for (const Leftover& l : all)
+      if (l.base == target.filename().string() && !l.tmp) pick = &l;
+  if (!pick) return dir;
+  fmt::print(
+      stderr,
+      "note: {} is missing after an interrupted save; reading {} (saobp train --resume puts it back)\n", dir,
+      pick->path.string());
+  return pick->path.string();
+}
+
+void verify_checksums(const std::string& dir, const std::vector<std::string>& skip) {
+  const fs::path path = fs::path(dir) / kChecksums;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  std::map<std::string, std::string> want;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file(path.string()));
+    if (j.at("algorithm").get<std::string>() != "fnv1a64")
+      fail("checkpoint", "{}: unknown checksum algorithm '{}' (this build writes fnv1a64)", path.string(),
+           j.at("algorithm").get<std::string>());
+    want = j.at("files").get<std::map<std::string, std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint", "{}: {}; the checkpoint is damaged", path.string(), e.what());
+  }
+  for (const auto& [name, sum] : want) {
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+    if (name.find('/') != std::string::npos || name == "..")
+      fail("checkpoint", "{}: file name '{}' is not a plain name; the checkpoint is damaged", path.string(),
+           name);
+    const fs::path file = fs::path(dir) / name;
+    if (!fs::exists(file, ec))
+      fail("checkpoint", "{}: missing, though {} lists it; the checkpoint is damaged", file.string(),
+           kChecksums);
+    const std::string have = checksum_of(file.string());
+    if (have != sum)
+      fail("checkpoint",
+           "{}: checksum {} differs from the {} recorded in {}; the file is damaged or was changed "
+           "after saving",
+           file.string(), have, sum, kChecksums);
+  }
+}
+
+void check_checkpoint_config(const std::string& dir, const nlohmann::json& expected,
+                             const Tokenizer* tokenizer) {
+  const fs::path path = fs::path(dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;  // an older folder; the weights' shapes are still checked
+  nlohmann::json stored;
+  try {
+    stored = nlohmann::json::parse(read_file(path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint", "{}: not valid JSON ({}); the checkpoint is damaged", path.string(), e.what());
+  }
+  if (!stored.is_object())
+    fail("checkpoint", "{}: not a JSON object; the checkpoint is damaged", path.string());
+  for (const auto& [key, value] : expected.items()) {
+    const auto it = stored.find(key);
+    if (it == stored.end() || *it != value)
+      fail("checkpoint", "{}: '{}' is {} but config.toml (with the overrides) gives {}; the files disagree",
+           path.string(), key, it == stored.end() ? "missing" : it->dump(), value.dump());
+  }
+  const auto fp = stored.find("saobp_tokenizer_fingerprint");
+  if (tokenizer && fp != stored.end()) {
+    const std::string have = fmt::format("{:016x}", tokenizer->fingerprint());
+    if (!fp->is_string() || fp->get<std::string>() != have)
+      fail("checkpoint",
+           "{}: 'saobp_tokenizer_fingerprint' is {} but the tokenizer in use has {}; the tokenizer no longer "
+           "matches the checkpoint",
+           path.string(), fp->dump(), have);
+  }
 }
 
 void load_weights(const std::string& dir, ParamStore& params) {
+  verify_checksums(dir, {"optimizer.safetensors"});
   const SafetensorsFile f = load_safetensors((fs::path(dir) / "model.safetensors").string());
   for (const Var& p : params.all()) {
     Tensor d = p.data();
@@ -76,7 +332,8 @@ void load_weights(const std::string& dir, ParamStore& params) {
   check_no_extra(f, params.all().size());
 }
 
-TrainerState load_training_state(const std::string& dir, AdamW& opt) {
+TrainerState load_training_state(const std::string& dir, AdamW& opt, int64_t max_steps, int64_t grad_accum) {
+  verify_checksums(dir, {"model.safetensors"});
   const SafetensorsFile f = load_safetensors((fs::path(dir) / "optimizer.safetensors").string());
   for (size_t i = 0; i < opt.params().size(); ++i) {
     copy_into(f, opt.params()[i].name() + ".exp_avg", opt.first_moments()[i]);
@@ -85,6 +342,7 @@ TrainerState load_training_state(const std::string& dir, AdamW& opt) {
   check_no_extra(f, 2 * opt.params().size());
   const std::string path = (fs::path(dir) / "trainer_state.json").string();
   TrainerState s;
+  int64_t optimizer_steps = 0;
   try {
     const nlohmann::json j = nlohmann::json::parse(read_file(path));
     s.step = j.at("step").get<int64_t>();
@@ -93,12 +351,31 @@ TrainerState load_training_state(const std::string& dir, AdamW& opt) {
     s.seed = j.at("seed").get<uint64_t>();
     s.ranks = j.value("ranks", 1);
     s.grad_accum = j.value("grad_accum", 1);
-    opt.set_steps_taken(j.at("optimizer_steps").get<int64_t>());
+    s.max_batches_per_step = j.value("max_batches_per_step", int64_t{s.ranks} * s.grad_accum);
+    optimizer_steps = j.at("optimizer_steps").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint", "{}: {}; the checkpoint is damaged", path, e.what());
   } catch (const std::logic_error& e) {
     fail("checkpoint", "{}: bad config_hash ({}); the checkpoint is damaged", path, e.what());
   }
+  // step first: the other two are checked against it, and it bounds their product.
+  if (s.step < 0 || s.step > max_steps)
+    fail("checkpoint", "{}: 'step' is {}, outside 0 .. train.max_steps = {}; the checkpoint is damaged", path,
+         s.step, max_steps);
+  // Every step consumed between 1 and max_batches_per_step batches (ranks x grad_accum of the
+  // layout it ran under; a checkpoint of one unchanged layout has exactly step x that many).
+  const int64_t most =
+      std::max<int64_t>({s.max_batches_per_step, int64_t{s.ranks} * s.grad_accum, grad_accum});
+  if (s.max_batches_per_step < 1 || s.data_position < s.step || s.data_position / most > s.step ||
+      (s.data_position / most == s.step && s.data_position % most != 0))
+    fail("checkpoint",
+         "{}: 'data_position' is {}, but {} steps of at most {} batches each consume between {} and {} x {}; "
+         "the checkpoint is damaged",
+         path, s.data_position, s.step, most, s.step, s.step, most);
+  if (optimizer_steps != s.step)
+    fail("checkpoint", "{}: 'optimizer_steps' is {} but 'step' is {}; the checkpoint is damaged", path,
+         optimizer_steps, s.step);
+  opt.set_steps_taken(optimizer_steps);
   return s;
 }
 

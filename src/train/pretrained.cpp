@@ -22,6 +22,7 @@
 #include "core/fs.h"
 #include "model/positions.h"
 #include "model/safetensors.h"
+#include "train/checkpoint.h"
 
 namespace saobp {
 
@@ -318,6 +319,7 @@ InitReport init_from_pretrained(const std::string& dir, ParamStore& params,
                "safetensors.torch.save_file(torch.load(...)) into model.safetensors"
              : "");
   }
+  verify_checksums(dir, {"optimizer.safetensors"});  // our checkpoints; Hugging Face folders have none
   const SafetensorsFile f = load_safetensors_widened(path.string());
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < f.tensors.size(); ++i) index[f.tensors[i].name] = i;
@@ -354,6 +356,7 @@ InitReport init_from_pretrained(const std::string& dir, ParamStore& params,
     if (!is_floating(src.dtype()))
       fail("pretrained", "{}: tensor '{}' is {} in the file; the model's '{}' is {}", r.source, *hit,
            dtype_name(src.dtype()), name, dtype_name(p.data().dtype()));
+    check_finite(src, r.source, *hit);
     plan.emplace_back(&p, i);
     used[i] = true;
     r.loaded.push_back(name);

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -76,17 +77,72 @@ std::string eta_text(double secs) {
   return fmt::format("{:02d}:{:02d}", s / 60, s % 60);
 }
 
+// The entries of a run directory that a new run may find there: the data it reuses when its key
+// still matches (data_setup.h), not the output of a run.
+bool reusable(const fs::path& entry) {
+  const std::string name = entry.filename().string();
+  return name == "cache" || name == "tokenizer";
+}
+
+// Before a new run writes into run_dir: nothing of an earlier run may be there, unless
+// `overwrite`, which removes it (the reusable data stays).
+void claim_run_dir(const std::string& run_dir, bool overwrite) {
+  std::error_code ec;
+  if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec))
+    fail("train", "train.run_dir {} is not a directory", run_dir);
+  if (!fs::is_directory(run_dir, ec)) return;
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(run_dir))
+    if (!reusable(e.path())) found.push_back(e.path());
+  if (found.empty()) return;
+  std::sort(found.begin(), found.end());
+  if (!overwrite)
+    fail("train",
+         "train.run_dir {} already holds a run ({}{}); continue it with --resume, or replace it with "
+         "--overwrite",
+         run_dir, found.front().filename().string(),
+         found.size() > 1 ? fmt::format(" and {} more", found.size() - 1) : "");
+  for (const fs::path& p : found) fs::remove_all(p);
+  sync_directory(run_dir);
+}
+
 }  // namespace
 
-TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
+TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   if (given.train.threads > 0) omp_set_num_threads(given.train.threads);
+  TrainOptions opt = given_opt;
   // Under mpirun, N ranks each take given.train.grad_accum micro-batches of a step: the run is
-  // one process with grad_accum · N (grad_sum.h), which `cfg` describes. Rank 0 builds what the
-  // data needs under the run folder (vocabulary, token cache) while the others wait, then they
-  // read it.
+  // one process with grad_accum · N (grad_sum.h), which `cfg` describes. Rank 0 alone prepares
+  // the run folder (recovers interrupted saves, claims the folder, builds what the data needs:
+  // vocabulary, token cache) while the others wait, then they read it.
   const int ranks = dist::size(), rank = dist::rank();
   const bool root = rank == 0;
   const int64_t per_rank = given.train.grad_accum;
+  auto say = [&](const std::string& line) {
+    if (opt.quiet || !root) return;
+    fmt::print("{}{}\n", opt.progress && ::isatty(1) ? "\r" : "", line);
+  };
+  if (root) {
+    for (const std::string& note : recover_interrupted_saves(given.train.run_dir)) say("recovery: " + note);
+    if (!opt.resume_dir.empty()) {
+      const fs::path parent = fs::path(opt.resume_dir).parent_path();
+      if (!parent.empty() && fs::path(given.train.run_dir) != parent)
+        for (const std::string& note : recover_interrupted_saves(parent.string())) say("recovery: " + note);
+    } else if (!opt.resume_latest) {
+      claim_run_dir(given.train.run_dir, opt.overwrite);
+    }
+  }
+  if (ranks > 1) dist::barrier();
+  if (opt.resume_latest && opt.resume_dir.empty()) {
+    std::vector<std::string> notes;
+    opt.resume_dir = latest_checkpoint(given.train.run_dir, &notes);
+    for (const std::string& note : notes) say("resume: " + note);
+    if (opt.resume_dir.empty())
+      fail("train",
+           "--resume: train.run_dir {} holds no complete checkpoint (final or checkpoint-N) to continue",
+           given.train.run_dir);
+    say("resume: continuing from " + opt.resume_dir);
+  }
   std::unique_ptr<Task> task;
   for (int turn = 0; turn < 2; ++turn) {
     if ((turn == 0) == root) {
@@ -107,12 +163,8 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   GradSum grads(params.all(), tc.reduce);
   const Schedule sched = schedule_of(cfg);
   const uint64_t hash = config_hash(given);
-  TrainerState state{0, 0, hash, tc.seed, ranks, given.train.grad_accum};
+  TrainerState state{0, 0, hash, tc.seed, ranks, given.train.grad_accum, tc.grad_accum};
   const bool tty = opt.progress && ::isatty(1);
-  auto say = [&](const std::string& line) {
-    if (opt.quiet || !root) return;
-    fmt::print("{}{}\n", tty ? "\r" : "", line);
-  };
   TrainSummary out;
   if (root) fs::create_directories(tc.run_dir);
   if (!opt.init_dir.empty()) {
@@ -127,7 +179,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
                     per_rank, tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce));
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
-    state = load_training_state(opt.resume_dir, adam);
+    state = load_training_state(opt.resume_dir, adam, tc.max_steps, tc.grad_accum);
     if (state.config_hash != hash)
       fail(
           "train",
@@ -142,6 +194,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
           "batch than the uninterrupted run",
           opt.resume_dir, saved, state.ranks, state.grad_accum, tc.grad_accum, ranks, per_rank));
     state.ranks = ranks, state.grad_accum = given.train.grad_accum;
+    state.max_batches_per_step = std::max<int64_t>(state.max_batches_per_step, tc.grad_accum);
   }
   if (given.train.epochs > 0)
     say(fmt::format("{} epochs of {} batches: {} steps, {} of warmup", given.train.epochs, batches_per_epoch,
@@ -280,13 +333,16 @@ TrainSummary train(const RunConfig& given, const TrainOptions& opt) {
   return out;
 }
 
-EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides,
+EvalResult evaluate_checkpoint(const std::string& given_dir, const std::vector<std::string>& overrides,
                                bool print) {
+  const std::string dir = readable_checkpoint(given_dir);
+  verify_checksums(dir, {"optimizer.safetensors", "model.safetensors"});  // load_weights checks that one
   RunConfig cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
   // A corpus run's checkpoint carries its tokenizer: evaluate with that one.
   std::error_code ec;
   if (cfg.data.vocab.empty() && (fs::exists(fs::path(dir) / "tokenizer.json", ec))) cfg.data.vocab = dir;
   const std::unique_ptr<Task> task = make_task(cfg);
+  check_checkpoint_config(dir, task->hf_config(), task->tokenizer());
   load_weights(dir, task->params());
   const EvalResult r = task->evaluate();
   if (print)

@@ -18,10 +18,12 @@
 namespace saobp {
 
 struct TrainOptions {
-  std::string resume_dir;  // continue this checkpoint's run (same config hash required)
-  std::string init_dir;    // start a new run from this checkpoint's weights
-  bool progress = false;   // a progress bar with ETA (when stdout is a terminal)
-  bool quiet = false;      // no per-step log lines (tests)
+  std::string resume_dir;      // continue this checkpoint's run (same config hash required)
+  std::string init_dir;        // start a new run from this checkpoint's weights
+  bool progress = false;       // a progress bar with ETA (when stdout is a terminal)
+  bool quiet = false;          // no per-step log lines (tests)
+  bool resume_latest = false;  // resume_dir = the latest complete checkpoint of train.run_dir
+  bool overwrite = false;      // a new run may replace what train.run_dir holds
 };
 
 struct TrainSummary {
@@ -34,6 +36,10 @@ struct TrainSummary {
   nlohmann::json final_eval;          // the task's final evaluation (null when it has none)
 };
 
+// A new run (neither resume_dir nor resume_latest) refuses a train.run_dir that holds anything
+// but the reusable data folders (cache/, tokenizer/) unless `overwrite` is set, which removes it
+// first; a resumed run appends to metrics.jsonl. Every start first finishes or undoes the saves a
+// killed run left half-swapped in train.run_dir (recover_interrupted_saves) and says so.
 TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
 
 // Held-out loss, MLM accuracy and perplexity of a checkpoint (its own config.toml, plus

@@ -596,6 +596,28 @@ TEST_CASE("softmax and log-softmax forward match the definition, with a broadcas
     }
 }
 
+TEST_CASE("softmax keeps NaN scores visible: an all-NaN row is NaN, an empty row zeros", "[kernels]") {
+  for (DType dt : {DType::f32, DType::f64})
+    for (bool log : {false, true}) {
+      INFO("log " << log);
+      // Row 0: all NaN; row 1: NaN where allowed, -inf elsewhere; row 2: nothing allowed.
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      const Tensor x =
+          Tensor::from_vector(std::vector<double>{nan, nan, nan, nan, -INFINITY, nan, 1.0, 2.0, 3.0}, {3, 3})
+              .to(dt);
+      const Tensor mask = saobp::test::mask_of({1, 1, 1, 0, 1, 1, 0, 0, 0}, {3, 3});
+      Tensor y = x.empty_like();
+      kern::softmax_forward(x, mask, y, log);
+      const auto v = values(y);
+      for (int c = 0; c < 6; ++c) CHECK(std::isnan(v[static_cast<size_t>(c)]));
+      for (int c = 6; c < 9; ++c) CHECK(v[static_cast<size_t>(c)] == 0.0);
+      const Tensor row = x.slice(0, 0, 1).contiguous();
+      Tensor y1 = row.empty_like();
+      kern::softmax_forward(row, Tensor(), y1, log);
+      CHECK(std::isnan(values(y1)[0]));
+    }
+}
+
 TEST_CASE("embedding forward gathers rows, cross-entropy forward matches the definition", "[kernels]") {
   const Tensor w = randn({6, 4}, 81, DType::f64);
   const Tensor id = saobp::test::ids({5, 0, 5, 2}, {4});

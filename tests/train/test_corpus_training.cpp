@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/fs.h"
+#include "core/hash.h"
 #include "data/token_cache.h"
 #include "train/analysis.h"
 #include "train/trainer.h"
@@ -129,9 +130,13 @@ TEST_CASE("corpus training: vocabulary, cache reuse and invalidation, resume, an
     write_inspection(in, dir + "/inspect.safetensors");
     CHECK(fs::file_size(dir + "/inspect.safetensors") > 0);
 
-    // A changed corpus makes the cache stale: it is rebuilt with a new key.
+    // A changed corpus makes the cache stale: it is rebuilt with a new key (--overwrite keeps
+    // the cache folder, whose key decides).
     write_corpus(corpus, 1);
-    train(corpus_config(dir + "/run", corpus, family, {"train.max_steps=3", "train.save_every=0"}), quiet);
+    TrainOptions overwrite = quiet;
+    overwrite.overwrite = true;
+    train(corpus_config(dir + "/run", corpus, family, {"train.max_steps=3", "train.save_every=0"}),
+          overwrite);
     TokenCacheKey rebuilt;
     REQUIRE(read_token_cache_key(train_cache, rebuilt));
     CHECK_FALSE(rebuilt == key);
@@ -206,4 +211,44 @@ TEST_CASE("corpus training: inspect needs only the checkpoint, eval and analyze 
     CHECK(listing(run) == uncached);
     fs::remove_all(dir);
   }
+}
+
+TEST_CASE("corpus training: a copied checkpoint is read-only to its run, its tokenizer must match",
+          "[train][data]") {
+  const std::string dir = temp_dir("copied");
+  const std::string corpus = dir + "/corpus.txt", run = dir + "/run", copy = dir + "/copy";
+  write_corpus(corpus);
+  TrainOptions quiet;
+  quiet.quiet = true;
+  train(corpus_config(run, corpus, "bert", {"train.save_every=0"}), quiet);
+  fs::copy(run + "/final", copy);
+  // Every file of the run with the FNV-1a 64 of its bytes.
+  auto contents = [&] {
+    std::map<std::string, uint64_t> out;
+    for (const auto& e : fs::recursive_directory_iterator(run))
+      out[e.path().string()] = e.is_regular_file() ? fnv1a64(read_file(e.path().string())) : 0;
+    return out;
+  };
+  const auto before = contents();
+  AnalysisOptions ao;
+  ao.samples = 2;
+  evaluate_checkpoint(copy, {});
+  analyze_checkpoint(copy, ao);
+  inspect_sample(copy, 0);
+  CHECK(contents() == before);
+  // A stale cache (another corpus) is not rewritten by a read-only command either.
+  write_corpus(corpus, 1);
+  evaluate_checkpoint(copy, {});
+  analyze_checkpoint(copy, ao);
+  CHECK(contents() == before);
+  // The checkpoint's tokenizer replaced by another one (checksums updated too): refused.
+  write_corpus(corpus);
+  const std::string other = dir + "/other";
+  train(corpus_config(other, corpus, "bert", {"train.save_every=0", "data.vocab_size=120"}), quiet);
+  for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(other + "/final/" + f, copy + "/" + f, fs::copy_options::overwrite_existing);
+  fs::remove(copy + "/checksums.json");
+  CHECK_THROWS_WITH(evaluate_checkpoint(copy, {}),
+                    Catch::Contains("tokenizer") && Catch::Contains("config.json"));
+  fs::remove_all(dir);
 }

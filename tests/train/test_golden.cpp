@@ -36,6 +36,8 @@ TEST_CASE("golden: a tiny BERT's first 10 training losses", "[train][golden]") {
       "train.run_dir=" + (std::filesystem::temp_directory_path() / "saobp-golden-bert").string()};
   TrainOptions quiet;
   quiet.quiet = true;
+  std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                              "saobp-golden-bert");  // a crashed run's
   const TrainSummary s = train(load_config("", o), quiet);
   REQUIRE(s.losses.size() == golden.size());
   for (size_t i = 0; i < golden.size(); ++i) CHECK(s.losses[i] == Approx(golden[i]).epsilon(1e-5));

@@ -1,16 +1,25 @@
-// The training loop end to end on the synthetic source: resume equality, checkpoints, errors; the
-// baseline regularizers (train.regularizer) in training and `analyze --per-sample` on a checkpoint.
+// The training loop end to end on the synthetic source: resume equality, checkpoints, errors;
+// checkpoint integrity (checksums, non-finite weights, trainer_state bounds, config.json against
+// config.toml), interrupted swaps, and a run directory that already holds a run; the baseline
+// regularizers (train.regularizer) in training and `analyze --per-sample` on a checkpoint.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/fs.h"
+#include "core/hash.h"
 #include "model/bert.h"
+#include "model/safetensors.h"
 #include "support.h"
 #include "train/analysis.h"
 #include "train/checkpoint.h"
+#include "train/pretrained.h"
 #include "train/task.h"
 #include "train/trainer.h"
 
@@ -54,6 +63,41 @@ std::vector<double> grad_after_step(const RunConfig& cfg, const std::string& nam
   if (penalty) *penalty = task->regularizer().last_penalty();
   const Var& p = task->params().get(name);
   return p.grad().defined() ? test::values(p.grad()) : std::vector<double>();
+}
+
+// 4 steps of 2 micro-batches, a checkpoint every 2 steps, a metrics line every step.
+RunConfig checkpointing(const std::string& run_dir) {
+  return tiny(run_dir, {"model.layers=1", "train.max_steps=4", "train.warmup_steps=1", "train.log_every=1",
+                        "train.save_every=2", "train.eval_batches=1"});
+}
+
+TrainOptions quiet_options() {
+  TrainOptions o;
+  o.quiet = true;
+  return o;
+}
+
+// Replaces dir/name with `bytes` and records its checksum, as a consistent but wrong checkpoint.
+void rewrite(const std::string& dir, const std::string& name, const std::string& bytes) {
+  write_file_atomic(dir + "/" + name, bytes);
+  nlohmann::json sums = nlohmann::json::parse(read_file(dir + "/checksums.json"));
+  sums["files"][name] = fmt::format("{:016x}", fnv1a64(bytes));
+  write_file_atomic(dir + "/checksums.json", sums.dump());
+}
+
+nlohmann::json json_of(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// A pid that ran and has exited (its leftovers belong to no live process).
+long dead_pid() {
+  const pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  ::waitpid(p, nullptr, 0);
+  return p;
+}
+
+size_t lines_of(const std::string& path) {
+  const std::string s = read_file(path);
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
 }  // namespace
@@ -138,7 +182,7 @@ TEST_CASE("trainer: checkpoints round-trip and bad ones are rejected by name", "
   write_file_atomic(path, bytes);
   write_file_atomic((fs::path(final_dir) / "trainer_state.json").string(), "{\"step\": ");
   AdamW opt(model.params().all(), AdamWConfig{});
-  CHECK_THROWS_WITH(load_training_state(final_dir, opt), Catch::Contains("trainer_state.json"));
+  CHECK_THROWS_WITH(load_training_state(final_dir, opt, 3, 2), Catch::Contains("trainer_state.json"));
   fs::remove_all(dir);
 }
 
@@ -151,7 +195,9 @@ TEST_CASE("trainer: a diverging run stops naming the step, resume refuses anothe
             quiet),
       Catch::Contains("step") && Catch::Contains("last good checkpoint"));
   const RunConfig cfg = tiny(dir, {"train.max_steps=3"});
-  train(cfg, quiet);
+  TrainOptions overwrite = quiet;
+  overwrite.overwrite = true;  // the diverged run left its metrics.jsonl
+  train(cfg, overwrite);
   TrainOptions resume = quiet;
   resume.resume_dir = (fs::path(dir) / "final").string();
   CHECK_THROWS_WITH(train(tiny(dir, {"train.max_steps=3", "train.lr=1e-3"}), resume),
@@ -273,4 +319,184 @@ TEST_CASE("analyze --per-sample on a tiny checkpoint: every (sample, layer, map,
   write_analysis(analyze_checkpoint(s.final_checkpoint, ao), s.final_checkpoint, plain);
   CHECK_FALSE(fs::exists(fs::path(plain) / "per_sample.csv"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: every file's checksum is recorded and a flipped byte is refused by name",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-sums");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string fin = dir + "/final";
+  const nlohmann::json sums = json_of(fin + "/checksums.json");
+  CHECK(sums["algorithm"] == "fnv1a64");
+  for (const char* f :
+       {"model.safetensors", "optimizer.safetensors", "trainer_state.json", "config.json", "config.toml"})
+    CHECK(sums["files"].contains(f));
+  std::string bytes = read_file(fin + "/model.safetensors");
+  bytes[bytes.size() - 5] ^= 0x10;  // a data byte: the header still parses
+  write_file_atomic(fin + "/model.safetensors", bytes);
+  BertForMaskedLM model(encoder_config(cfg), 1);
+  CHECK_ERROR(load_weights(fin, model.params()),
+              Catch::Contains("model.safetensors") && Catch::Contains("checksum"));
+  CHECK_ERROR(evaluate_checkpoint(fin, {}),
+              Catch::Contains("model.safetensors") && Catch::Contains("checksum"));
+  CHECK_ERROR(init_from_pretrained(fin, model.params(), {}), Catch::Contains("checksum"));
+  // A Hugging Face folder has no checksums.json: it loads.
+  fs::remove(fin + "/checksums.json");
+  CHECK_NOTHROW(load_weights(fin, model.params()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: NaN and Inf weights are refused naming the tensor and the index",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-nan");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string fin = dir + "/final";
+  BertForMaskedLM model(encoder_config(cfg), 1);
+  load_weights(fin, model.params());
+  std::vector<NamedTensor> named;
+  for (const Var& p : model.params().all()) named.push_back({p.name(), p.data().clone()});
+  std::vector<float> v = named[3].tensor.to_vector<float>();
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  named[3].tensor = Tensor::from_vector(v, named[3].tensor.shape());
+  const std::string path = fin + "/model.safetensors";
+  save_safetensors(path, named, {{"format", "pt"}});
+  rewrite(fin, "model.safetensors", read_file(path));
+  CHECK_ERROR(load_weights(fin, model.params()),
+              Catch::Contains(named[3].name) && Catch::Contains("index 5"));
+  CHECK_ERROR(init_from_pretrained(fin, model.params(), {}),
+              Catch::Contains(named[3].name) && Catch::Contains("nan"));
+  CHECK_ERROR(evaluate_checkpoint(fin, {}), Catch::Contains(named[3].name));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: trainer_state.json out of range is refused naming the key", "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-state");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string ck = dir + "/checkpoint-2";
+  const nlohmann::json good = json_of(ck + "/trainer_state.json");
+  TrainOptions resume = quiet_options();
+  resume.resume_dir = ck;
+  auto with = [&](const char* key, int64_t value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    rewrite(ck, "trainer_state.json", j.dump());
+  };
+  with("step", -1);
+  CHECK_ERROR(train(cfg, resume), Catch::Contains("trainer_state.json") && Catch::Contains("'step'"));
+  with("step", 1000000000000);
+  CHECK_ERROR(train(cfg, resume), Catch::Contains("'step'") && Catch::Contains("max_steps"));
+  with("data_position", -7);
+  CHECK_ERROR(train(cfg, resume), Catch::Contains("'data_position'"));
+  with("data_position", std::numeric_limits<int64_t>::max());
+  CHECK_ERROR(train(cfg, resume), Catch::Contains("'data_position'"));
+  with("optimizer_steps", 1);
+  CHECK_ERROR(train(cfg, resume), Catch::Contains("'optimizer_steps'"));
+  rewrite(ck, "trainer_state.json", good.dump());
+  CHECK_NOTHROW(train(cfg, resume));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: eval refuses a config.json that disagrees with config.toml", "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-cfgjson");
+  train(checkpointing(dir), quiet_options());
+  const std::string fin = dir + "/final";
+  const nlohmann::json good = json_of(fin + "/config.json");
+  CHECK_NOTHROW(evaluate_checkpoint(fin, {}));
+  nlohmann::json j = good;
+  j["num_hidden_layers"] = 3;
+  rewrite(fin, "config.json", j.dump());
+  CHECK_ERROR(evaluate_checkpoint(fin, {}),
+              Catch::Contains("config.json") && Catch::Contains("num_hidden_layers"));
+  j = good;
+  j["vocab_size"] = 65;
+  rewrite(fin, "config.json", j.dump());
+  CHECK_ERROR(evaluate_checkpoint(fin, {}), Catch::Contains("'vocab_size'"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: an interrupted swap is finished or undone at the next start, and said",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-swap");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string weights = read_file(dir + "/final/model.safetensors");
+  const long pid = dead_pid();
+  // Killed between the renames: final is gone, final.old-PID holds it.
+  fs::rename(dir + "/final", dir + fmt::format("/final.old-{}", pid));
+  // A read-only command reads the old copy and changes nothing.
+  CHECK(readable_checkpoint(dir + "/final") == dir + fmt::format("/final.old-{}", pid));
+  CHECK_NOTHROW(evaluate_checkpoint(dir + "/final", {}));
+  CHECK_FALSE(fs::exists(dir + "/final"));
+  // A half-written copy of checkpoint-2 (no checksums.json) and a leftover atomic-write file.
+  fs::copy(dir + "/checkpoint-2", dir + fmt::format("/checkpoint-2.tmp-{}", pid));
+  fs::remove(dir + fmt::format("/checkpoint-2.tmp-{}/checksums.json", pid));
+  write_file_atomic(dir + fmt::format("/metrics.jsonl.tmp.{}", pid), "x");
+  // Another process's save in progress is left alone.
+  fs::create_directories(dir + fmt::format("/checkpoint-4.tmp-{}", ::getppid()));
+  const std::vector<std::string> notes = recover_interrupted_saves(dir);
+  REQUIRE(notes.size() == 4);
+  CHECK(read_file(dir + "/final/model.safetensors") == weights);
+  CHECK_FALSE(fs::exists(dir + fmt::format("/final.old-{}", pid)));
+  CHECK_FALSE(fs::exists(dir + fmt::format("/checkpoint-2.tmp-{}", pid)));
+  CHECK_FALSE(fs::exists(dir + fmt::format("/metrics.jsonl.tmp.{}", pid)));
+  CHECK(fs::exists(dir + fmt::format("/checkpoint-4.tmp-{}", ::getppid())));
+  fs::remove_all(dir + fmt::format("/checkpoint-4.tmp-{}", ::getppid()));
+  // Killed after the checksums, before the first rename of a new name: the save is finished.
+  fs::rename(dir + "/final", dir + fmt::format("/final.tmp-{}", pid));
+  CHECK(recover_interrupted_saves(dir).size() == 1);
+  CHECK(read_file(dir + "/final/model.safetensors") == weights);
+  // Both an old copy and a complete new one: the new one wins, the old one goes.
+  fs::copy(dir + "/checkpoint-2", dir + fmt::format("/final.old-{}", pid));
+  fs::rename(dir + "/final", dir + fmt::format("/final.tmp-{}", pid));
+  CHECK(recover_interrupted_saves(dir).size() == 2);
+  CHECK(read_file(dir + "/final/model.safetensors") == weights);
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    CHECK(name.find(".old-") == std::string::npos);
+    CHECK(name.find(".tmp") == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: a new run refuses a run directory that holds one, --resume takes the latest",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-rerun");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string metrics = dir + "/metrics.jsonl";
+  const size_t lines = lines_of(metrics);
+  REQUIRE(lines == 4);
+  CHECK_ERROR(train(cfg, quiet_options()),
+              Catch::Contains(dir) && Catch::Contains("--resume") && Catch::Contains("--overwrite"));
+  CHECK(lines_of(metrics) == lines);
+  // --resume with no directory: the latest complete checkpoint (final), metrics appended.
+  TrainOptions latest = quiet_options();
+  latest.resume_latest = true;
+  CHECK(latest_checkpoint(dir) == dir + "/final");
+  train(cfg, latest);
+  CHECK(lines_of(metrics) == lines);  // final was at max_steps: no step taken, nothing lost
+  // Without final, checkpoint-2 (a damaged one is skipped); the rest of the run is appended.
+  fs::remove_all(dir + "/final");
+  fs::copy(dir + "/checkpoint-2", dir + "/checkpoint-3");
+  write_file_atomic(dir + "/checkpoint-3/config.toml", "damaged");
+  std::vector<std::string> notes;
+  CHECK(latest_checkpoint(dir, &notes) == dir + "/checkpoint-2");
+  CHECK(notes.size() == 1);
+  fs::remove_all(dir + "/checkpoint-3");
+  const TrainSummary rest = train(cfg, latest);
+  CHECK(rest.losses.size() == 2);
+  CHECK(lines_of(metrics) == lines + 2);
+  // --overwrite: a new run, metrics.jsonl started again.
+  TrainOptions over = quiet_options();
+  over.overwrite = true;
+  train(cfg, over);
+  CHECK(lines_of(metrics) == lines);
+  // No checkpoint at all: --resume says so.
+  const std::string empty = temp_dir("ckpt-rerun-empty");
+  CHECK_ERROR(train(checkpointing(empty), latest), Catch::Contains("no complete checkpoint"));
+  fs::remove_all(dir);
+  fs::remove_all(empty);
 }

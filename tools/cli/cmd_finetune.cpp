@@ -30,10 +30,11 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--task", o.task, "the benchmark: " + task_list())->required();
   sub->add_option("--data", o.data, "the benchmark's files as distributed (docs/finetune.md)")->required();
   sub->add_option("--recipe", o.recipe, "a recipe TOML replacing the task's (configs/finetune/)");
-  sub->add_option("--resume", o.resume, "continue this checkpoint of the fine-tuning run");
+  CLI::Option* resume = add_resume_options(sub, o.resume, o.overwrite);
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the recipe's");
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
-  add_command(sub, [] {
+  add_command(sub, [resume] {
+    o.resume_latest = resume->count() > 0 && o.resume.empty();
     const nlohmann::json r = finetune::run_finetune(o);
     fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
     return 0;

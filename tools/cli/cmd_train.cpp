@@ -14,6 +14,7 @@ struct TrainCli {
   std::string config;
   std::vector<std::string> overrides;
   std::string resume, init;
+  bool resume_latest = false, overwrite = false;
   bool quiet = false;
 };
 
@@ -32,7 +33,7 @@ int run_train(const TrainCli& o) {
                                                                   : bert_param_specs(encoder_config(cfg));
   for (const ParamSpec& p : specs) count(p.name, shape_numel(p.shape));
   fmt::print("parameters: {} ({} in embeddings, {} in the blocks and head)\n", total, emb, total - emb);
-  TrainOptions opt{o.resume, o.init, true, o.quiet};
+  TrainOptions opt{o.resume, o.init, true, o.quiet, o.resume_latest, o.overwrite};
   const TrainSummary s = train(cfg, opt);
   fmt::print("trained {} steps; final loss {:.4f}; checkpoint {}\n", s.steps, s.last_loss,
              s.final_checkpoint);
@@ -47,13 +48,10 @@ void register_train(CLI::App& app) {
       app.add_subcommand("train", "Train a model from a TOML config (overrides: section.key=value)");
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
-  sub->add_option("--resume", o.resume, "continue the run saved in this checkpoint directory");
-  sub->add_option("--init", o.init, "start a new run from this checkpoint's weights");
+  CLI::Option* resume = add_resume_options(sub, o.resume, o.overwrite);
+  sub->add_option("--init", o.init, "start a new run from this checkpoint's weights")->excludes(resume);
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
-  sub->callback([] {
-    if (!o.resume.empty() && !o.init.empty())
-      throw CLI::ValidationError("--resume and --init exclude each other");
-  });
+  sub->callback([resume] { o.resume_latest = resume->count() > 0 && o.resume.empty(); });
   add_command(sub, [] { return run_train(o); });
 }
 

@@ -28,6 +28,16 @@ void register_study(CLI::App& app);
 void register_correlate(CLI::App& app);
 void register_cost(CLI::App& app);
 
+CLI::Option* add_resume_options(CLI::App* sub, std::string& resume, bool& overwrite) {
+  CLI::Option* r = sub->add_option("--resume", resume,
+                                   "continue the run from this checkpoint directory, or (no value) from the "
+                                   "run directory's latest complete checkpoint");
+  r->expected(0, 1);
+  sub->add_flag("--overwrite", overwrite, "start a new run in a run directory that holds one, replacing it")
+      ->excludes(r);
+  return r;
+}
+
 void register_all(CLI::App& app) {
   register_info(app);
   register_smoke(app);

@@ -11,6 +11,11 @@ namespace saobp::cli {
 void add_command(CLI::App* sub, std::function<int()> run);
 
 void register_all(CLI::App& app);
+
+// --resume [DIR] and --overwrite of train and finetune (they share the trainer): --resume with no
+// value continues the run directory's latest complete checkpoint (count() > 0 with `resume`
+// empty). Returns the --resume option.
+CLI::Option* add_resume_options(CLI::App* sub, std::string& resume, bool& overwrite);
 int run_selected(CLI::App& app);
 
 // Range checks for numeric options with short messages ("--samples: must be in [1, 1048576],

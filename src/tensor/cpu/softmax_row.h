@@ -4,6 +4,9 @@
 //
 //   y_a = e^{x_a - m} / Σ_a' e^{x_a' - m}  over allowed a (m = max allowed x),  0 elsewhere;
 //   log form: y_a = x_a - m - log Σ_a' e^{x_a' - m}. A row with no allowed entry gives zeros.
+//   NaN propagates: the max skips NaN, so a row whose allowed entries are all NaN (or NaN and
+//   -inf) would look empty; it gives NaN instead of zeros, so damaged weights are not hidden.
+//   Finite rows never take that branch's NaN test, so their results are unchanged.
 //   backward (softmax):     gx_a += y_a (gy_a - Σ_a' gy_a' y_a')   (zero where y is)
 #pragma once
 #include <limits>
@@ -20,8 +23,10 @@ inline void softmax_row(const T* __restrict x, T* __restrict y, int64_t C, bool 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   const T mx = masked ? lane_max(C, [&](int64_t c) { return allowed(c) ? x[c] : ninf; })
                       : lane_max(C, [&](int64_t c) { return x[c]; });
-  if (mx == ninf) {  // nothing allowed (or all -inf)
-    for (int64_t c = 0; c < C; ++c) y[c] = T(0);
+  if (mx == ninf) {  // nothing allowed (or all -inf), or NaN
+    bool nan = false;
+    for (int64_t c = 0; c < C; ++c) nan |= (!masked || allowed(c)) && x[c] != x[c];
+    for (int64_t c = 0; c < C; ++c) y[c] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
     return;
   }
   if (masked)
