@@ -40,6 +40,6 @@ for h in "${harnesses[@]}"; do
     echo "fuzz: $h found a problem; the input is in $dir/artifacts/$h/ (log: $dir/fuzz_$h.log)" >&2
     exit 1
   fi
-  grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$dir/fuzz_$h.log" | tr '\n' ' '
+  grep -E '^#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$dir/fuzz_$h.log" | tr '\n' ' '
   echo
 done
