@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # chromium: the report test renders the HTML headless; fortunes: the real data of the fortunes
 # topic task test; python3-torch: the Hugging Face layout
-# check (tools/check_hf_layout.py) and tools/bench_pytorch.py.
-bash tools/deps.sh chromium python3-torch fortunes
+# check (tools/check_hf_layout.py) and tools/bench_pytorch.py; clang, libclang-rt-14-dev
+# (libFuzzer) and libomp-dev: the fuzz stage (tools/fuzz.sh).
+bash tools/deps.sh chromium python3-torch fortunes clang libclang-rt-14-dev libomp-dev
 
 jobs=$(nproc)
 echo "== format (.clang-format)"
@@ -15,6 +16,28 @@ echo "== CPU build (Release, SAOBP_CUDA=OFF; tools/build.sh, shared with quickst
 bash tools/build.sh
 echo "== CPU tests"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -j "$jobs" --output-on-failure
+
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (docs/reliability.md):
+# any report (out-of-bounds access, use after free, leak, signed overflow, misaligned or invalid
+# load) fails the stage. Only saobp_tests is built, at -O1 (CMakeLists.txt's SAOBP_SANITIZE
+# block). SAOBP_ASAN_TESTS, a Catch2 test spec, leaves out what is long under ASan's slowdown
+# and runs no code the rest does not: the [slow] trainings, the [golden] trajectories (their
+# kernels and optimizer are tested by [kernels], [attention], [autograd] and [train]) and
+# [cuda] (no GPU code in this build).
+echo "== ASan + UBSan tests (build-asan, SAOBP_SANITIZE=address,undefined)"
+SAOBP_BUILD_DIR=build-asan SAOBP_CMAKE_ARGS="-DSAOBP_SANITIZE=address,undefined" \
+  bash tools/build.sh saobp_tests
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_NUM_THREADS=2 \
+  build-asan/saobp_tests "${SAOBP_ASAN_TESTS:-~[.]~[slow]~[golden]~[cuda]}"
+
+# libFuzzer on every reader of untrusted files, 15 s each (tools/fuzz.sh, docs/reliability.md).
+if command -v clang++ >/dev/null; then
+  echo "== fuzz (tools/fuzz.sh 15)"
+  bash tools/fuzz.sh 15
+else
+  echo "== clang++ not found: fuzzers not run"
+fi
 
 nvcc_bin=$(command -v nvcc || true)
 [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]] && nvcc_bin=/usr/local/cuda/bin/nvcc

@@ -30,7 +30,23 @@ struct JNode {
   std::vector<std::pair<std::string, JNode>> members;  // object, in file order (keys may repeat)
 
   const JNode* get(std::string_view key) const;  // first member named key, or nullptr
+
+  // Defined below, where JNode is complete: `members` holds pairs of JNode, and a pair (unlike a
+  // vector) needs its element types complete; implicit members inside the class would make
+  // clang instantiate pair<string, JNode> while JNode is still incomplete.
+  JNode();
+  JNode(const JNode&);
+  JNode(JNode&&) noexcept;
+  JNode& operator=(const JNode&);
+  JNode& operator=(JNode&&) noexcept;
+  ~JNode();
 };
+inline JNode::JNode() = default;
+inline JNode::JNode(const JNode&) = default;
+inline JNode::JNode(JNode&&) noexcept = default;
+inline JNode& JNode::operator=(const JNode&) = default;
+inline JNode& JNode::operator=(JNode&&) noexcept = default;
+inline JNode::~JNode() = default;
 
 // Parses a whole JSON document; a syntax error or ill-formed UTF-8 throws
 // "[tokenizer] file:line: malformed JSON: ..." naming `file`.

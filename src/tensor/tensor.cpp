@@ -371,10 +371,10 @@ T Tensor::item() const {
   if (numel_ != 1) fail("item", "item() of {} with {} elements", str(), numel_);
   return to_vector<T>()[0];
 }
-template float Tensor::item() const;
-template double Tensor::item() const;
-template int32_t Tensor::item() const;
-template uint8_t Tensor::item() const;
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int32_t Tensor::item<int32_t>() const;
+template uint8_t Tensor::item<uint8_t>() const;
 
 double Tensor::item() const {
   switch (dtype_) {
