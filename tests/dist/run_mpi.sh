@@ -59,6 +59,8 @@ eval_every = 10
 eval_batches = 2
 log_every = 5
 save_every = 10
+[data]
+kind = "synthetic"
 TOML
   f=$family
   solo "$cfg" train.grad_accum=2 train.run_dir="$work/$f-1x2"

@@ -91,6 +91,8 @@ def setup(steps, env, work):
         elif op == "text":
             with open(dst, "w", encoding="utf-8") as fh:
                 fh.write(step[2])
+        elif op == "remove":
+            pass  # removed above
         elif op == "hex":
             with open(dst, "wb") as fh:
                 fh.write(bytes.fromhex(step[2]))
