@@ -83,8 +83,8 @@ ClusteringResult barrat_clustering(const RowMatrix& w);
 //   BC(v) = Σ_{s<t, s,t != v} σ_st(v) / σ_st.  Zero for every node of a complete graph.
 std::vector<double> brandes_betweenness(const RowMatrix& w);
 
-// The head-skip note's sink indicator (docs/references.md) on one matrix: a row is peaked when max_j A_ij > peak_tau; the head is
-// sinky when (# peaked rows) / n > sinky_fraction. sink_tokens: the distinct argmax columns of
+// The head-skip note's sink indicator (docs/references.md) on one matrix: a row is peaked when
+// max_j A_ij > peak_tau; the head is sinky when (# peaked rows) / n > sinky_fraction. sink_tokens: the distinct argmax columns of
 // the peaked rows (first maximum on ties), ascending.
 struct SinkResult {
   double peaked_fraction = 0;
