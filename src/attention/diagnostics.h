@@ -84,8 +84,8 @@ ClusteringResult barrat_clustering(const RowMatrix& w);
 std::vector<double> brandes_betweenness(const RowMatrix& w);
 
 // The head-skip note's sink indicator (docs/references.md) on one matrix: a row is peaked when
-// max_j A_ij > peak_tau; the head is sinky when (# peaked rows) / n > sinky_fraction. sink_tokens: the distinct argmax columns of
-// the peaked rows (first maximum on ties), ascending.
+// max_j A_ij > peak_tau; the head is sinky when (# peaked rows) / n > sinky_fraction.
+// sink_tokens: the distinct argmax columns of the peaked rows (first maximum on ties), ascending.
 struct SinkResult {
   double peaked_fraction = 0;
   bool sinky = false;
