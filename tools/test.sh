@@ -29,12 +29,12 @@ SAOBP_BUILD_DIR=build-asan SAOBP_CMAKE_ARGS="-DSAOBP_SANITIZE=address,undefined"
   bash tools/build.sh saobp_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_NUM_THREADS=2 \
-  build-asan/saobp_tests "${SAOBP_ASAN_TESTS:-~[.]~[slow]~[golden]~[cuda]}"
+  build-asan/tests/saobp_tests "${SAOBP_ASAN_TESTS:-~[.]~[slow]~[golden]~[cuda]}"
 
-# libFuzzer on every reader of untrusted files, 15 s each (tools/fuzz.sh, docs/reliability.md).
+# libFuzzer on every reader of untrusted files, 10 s each (tools/fuzz.sh, docs/reliability.md).
 if command -v clang++ >/dev/null; then
-  echo "== fuzz (tools/fuzz.sh 15)"
-  bash tools/fuzz.sh 15
+  echo "== fuzz (tools/fuzz.sh 10)"
+  bash tools/fuzz.sh 10
 else
   echo "== clang++ not found: fuzzers not run"
 fi
