@@ -54,6 +54,11 @@ void require_regular_file(const std::string& path, std::string_view op) {
   if (!S_ISREG(st.st_mode)) fail(op, "cannot read {}: not a regular file ({})", path, file_kind(st.st_mode));
 }
 
+bool names_a_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
   // Any failure before the rename: remove the temporary file, leave `path` alone, and throw.

@@ -23,6 +23,11 @@ std::string read_file(const std::string& path);
 // "(a character device)", ... For readers that open the file themselves (streams, mmap).
 void require_regular_file(const std::string& path, std::string_view op);
 
+// Whether `path` (symlinks followed) exists and is not a directory: what a reader that looks for
+// a file by name should test, so that a FIFO or a device it finds reaches the reader, whose
+// require_regular_file (or read_file) names it, instead of being reported as missing.
+bool names_a_file(const std::string& path);
+
 // fsyncs the directory `dir`, so that the entries created, renamed or removed in it survive a
 // crash. File systems that cannot sync a directory (EINVAL, ENOTSUP) are not an error. Throws
 // Error("[fs] cannot sync directory <dir>: <strerror>").

@@ -47,8 +47,7 @@ FortunesTaskSummary write_fortunes_task(const FortunesTaskOptions& opt, const st
   FortunesTaskSummary s;
   for (size_t t = 0; t < opt.topics.size(); ++t) {
     const fs::path file = fs::path(opt.fortunes_dir) / opt.topics[t];
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec))
+    if (!names_a_file(file.string()))
       fail("fortunes-task",
            "{}: no such topic file (install Debian's fortunes package, or pass --fortunes DIR)",
            file.string());

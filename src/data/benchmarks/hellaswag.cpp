@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "data/benchmarks/benchmarks.h"
 #include "data/benchmarks/json_where.h"
 #include "data/benchmarks/lines.h"
@@ -92,9 +93,8 @@ ChoiceDataset read_hellaswag(const std::string& dir, const std::string& split, c
   std::error_code ec;
   if (fs::is_directory(dir, ec)) {
     file = (fs::path(dir) / fmt::format("hellaswag_{}.jsonl", s)).string();
-    if (!fs::is_regular_file(file, ec))
-      fail("benchmarks", "{}: no hellaswag_{}.jsonl there (HellaSwag)", dir, s);
-  } else if (!fs::is_regular_file(dir, ec)) {
+    if (!names_a_file(file)) fail("benchmarks", "{}: no hellaswag_{}.jsonl there (HellaSwag)", dir, s);
+  } else if (!names_a_file(dir)) {
     fail("benchmarks", "{}: no such file or folder (HellaSwag: hellaswag_{{train,val,test}}.jsonl)", dir);
   }
 

@@ -111,7 +111,7 @@ ChoiceDataset read_race(const std::string& dir, const std::string& level, const 
            folder.string());
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(folder))
-      if (e.is_regular_file() && e.path().extension() == ".txt")
+      if (!e.is_directory() && e.path().extension() == ".txt")  // a FIFO reaches the reader, which names it
         names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {

@@ -192,8 +192,7 @@ std::string normalized_version(std::string v) {
 }  // namespace
 
 SquadDataset read_squad(const std::string& path, const ReadOptions& opt) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
+  if (!names_a_file(path))
     fail("benchmarks", "{}: no such file (SQuAD: train-v1.1.json, dev-v2.0.json, ...)", path);
   const std::string text = read_file(path);
   if (const std::string e = utf8_error(path, text); !e.empty()) throw Error("[benchmarks] " + e);
@@ -253,7 +252,7 @@ SquadDataset read_squad(const std::string& path, const ReadOptions& opt) {
 
 std::string squad_file(const std::string& path_or_dir, const std::string& version, const std::string& split) {
   std::error_code ec;
-  if (fs::is_regular_file(path_or_dir, ec)) return path_or_dir;
+  if (names_a_file(path_or_dir)) return path_or_dir;
   if (!fs::is_directory(path_or_dir, ec))
     fail("benchmarks", "{}: no such file or folder (SQuAD)", path_or_dir);
   const std::string v = normalized_version(version);
@@ -261,7 +260,7 @@ std::string squad_file(const std::string& path_or_dir, const std::string& versio
   if (split != "train" && split != "dev")
     fail("benchmarks", "unknown SQuAD split \"{}\" (train or dev)", split);
   const std::string file = (fs::path(path_or_dir) / fmt::format("{}-v{}.json", split, v)).string();
-  if (!fs::is_regular_file(file, ec))
+  if (!names_a_file(file))
     fail("benchmarks", "{}: no {}-v{}.json there (the official SQuAD file name)", path_or_dir, split, v);
   return file;
 }

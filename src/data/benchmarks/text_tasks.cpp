@@ -37,10 +37,7 @@ bool is_dir(const fs::path& p) {
   return fs::is_directory(p, ec);
 }
 
-bool is_file(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);
-}
+bool is_file(const fs::path& p) { return names_a_file(p.string()); }
 
 // `path`, which must be a file: else fails "TASK: no PATH (LAYOUT)", LAYOUT what the reader wants.
 std::string existing_file(std::string path, const char* task, const char* layout) {

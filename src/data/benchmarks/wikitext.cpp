@@ -27,13 +27,13 @@ std::string read_wikitext(const std::string& path_or_dir, const std::string& spl
   if (fs::is_directory(path_or_dir, ec)) {
     const std::string tokens = (fs::path(path_or_dir) / fmt::format("wiki.{}.tokens", s)).string();
     const std::string raw = (fs::path(path_or_dir) / fmt::format("wiki.{}.raw", s)).string();
-    if (fs::is_regular_file(tokens, ec))
+    if (names_a_file(tokens))
       path = tokens;
-    else if (fs::is_regular_file(raw, ec))
+    else if (names_a_file(raw))
       path = raw;
     else
       fail("benchmarks", "{}: neither wiki.{}.tokens nor wiki.{}.raw there (WikiText)", path_or_dir, s, s);
-  } else if (!fs::is_regular_file(path_or_dir, ec)) {
+  } else if (!names_a_file(path_or_dir)) {
     fail("benchmarks", "{}: no such file or folder (WikiText: wiki.{}.tokens or wiki.{}.raw)", path_or_dir, s,
          s);
   }
