@@ -71,6 +71,15 @@ std::string string_key(const toml::table& t, const char* key, const std::string&
   return *n->value<std::string>();
 }
 
+// The keys of a table in the order the file writes them (toml++ keeps them sorted), each with
+// its line.
+std::vector<std::pair<size_t, std::string>> keys_in_file_order(const toml::table& t) {
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [k, v] : t) order.push_back({v.source().begin.line, std::string(k.str())});
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
 void check_keys(const toml::table& t, const std::set<std::string>& allowed, const std::string& file,
                 const std::string& where) {
   for (const auto& [k, v] : t)
@@ -143,7 +152,7 @@ StudySpec load_study(const std::string& path) {
   } catch (const toml::parse_error& e) {
     fail("study", "{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description());
   }
-  check_keys(root, {"study", "axes", "finetune"}, path, "");
+  check_keys(root, {"study", "variants", "axes", "finetune"}, path, "");
   StudySpec s;
   s.file = path;
   s.name = fs::path(path).stem().string();
@@ -154,7 +163,8 @@ StudySpec load_study(const std::string& path) {
     s.name = string_key(*t, "name", path, "study", s.name);
     s.base = absolute_from(path, string_key(*t, "base", path, "study", ""));
     s.overrides = string_list(t->get("overrides"), path, "study.overrides");
-    s.compare_key = string_key(*t, "compare", path, "study", s.compare_key);
+    s.compare_key =
+        string_key(*t, "compare", path, "study", root.get("variants") ? "variant" : s.compare_key);
     s.baseline = string_key(*t, "baseline", path, "study", s.baseline);
     if (const toml::node* seeds = t->get("seeds")) {
       const toml::array* a = seeds->as_array();
@@ -168,14 +178,23 @@ StudySpec load_study(const std::string& path) {
       }
     }
   }
+  if (const toml::node* n = root.get("variants")) {
+    const toml::table* t = n->as_table();
+    if (!t || t->empty())
+      fail("study", "{}: [variants] must be a non-empty table of name = [\"section.key=value\", ...]", path);
+    for (const auto& [line, name] : keys_in_file_order(*t)) {
+      std::vector<std::string> o = string_list(t->get(name), path, "variants." + name);
+      for (const std::string& e : o)
+        if (e.find('=') == std::string::npos || e.find('.') > e.find('='))
+          fail("study", "{}: variants.{} (line {}): '{}' is not an override \"section.key=value\"", path,
+               name, line, e);
+      s.variants.push_back({name, std::move(o)});
+    }
+  }
   if (const toml::node* n = root.get("axes")) {
     const toml::table* t = n->as_table();
     if (!t) fail("study", "{}: [axes] must be a table of \"section.key\" = [values]", path);
-    // toml++ keeps a table's keys sorted; order the axes as the file writes them.
-    std::vector<std::pair<size_t, std::string>> order;
-    for (const auto& [k, v] : *t) order.push_back({v.source().begin.line, std::string(k.str())});
-    std::sort(order.begin(), order.end());
-    for (const auto& [line, key] : order) {
+    for (const auto& [line, key] : keys_in_file_order(*t)) {
       if (key.find('.') == std::string::npos || key.find('=') != std::string::npos)
         fail("study", "{}: axis '{}' (line {}) must be a config key \"section.key\"", path, key, line);
       const toml::array* a = t->get(key)->as_array();
@@ -189,6 +208,12 @@ StudySpec load_study(const std::string& path) {
       }
       s.axes.push_back({key, values});
     }
+  }
+  if (!root.get("study") && !s.variants.empty()) s.compare_key = "variant";
+  if (s.compare_key == "variant") {
+    bool found = false;
+    for (const auto& v : s.variants) found = found || v.first == s.baseline;
+    if (!found) fail("study", "{}: study.baseline '{}' is not a name in [variants]", path, s.baseline);
   }
   if (const toml::node* n = root.get("finetune")) {
     const toml::array* a = n->as_array();
@@ -208,11 +233,32 @@ StudySpec load_study(const std::string& path) {
   return s;
 }
 
+std::vector<std::string> run_overrides(const StudySpec& spec, const PlannedRun& r) {
+  std::vector<std::string> o = spec.overrides;
+  for (const auto& [k, v] : r.axes) {
+    if (k != "variant") {
+      o.push_back(k + "=" + v);
+      continue;
+    }
+    for (const auto& [name, bundle] : spec.variants)
+      if (name == v) o.insert(o.end(), bundle.begin(), bundle.end());
+  }
+  o.push_back("train.seed=" + std::to_string(r.seed));
+  o.push_back("train.run_dir=" + r.run_dir);
+  return o;
+}
+
 std::vector<PlannedRun> plan_study(const StudySpec& spec, const std::string& study_dir) {
   const fs::path root = fs::absolute(study_dir);
   // The cells: the cartesian product of the axes, the last axis varying fastest.
   std::vector<std::vector<std::pair<std::string, std::string>>> cells = {{}};
-  for (const auto& [key, values] : spec.axes) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> all_axes = spec.axes;
+  if (!spec.variants.empty()) {
+    std::vector<std::string> names;
+    for (const auto& v : spec.variants) names.push_back(v.first);
+    all_axes.insert(all_axes.begin(), {"variant", names});
+  }
+  for (const auto& [key, values] : all_axes) {
     std::vector<std::vector<std::pair<std::string, std::string>>> next;
     for (const auto& c : cells)
       for (const std::string& v : values) {
@@ -238,13 +284,9 @@ std::vector<PlannedRun> plan_study(const StudySpec& spec, const std::string& stu
       r.id = safe_name(r.cell) + "/seed-" + std::to_string(seed);
       r.run_dir = (root / "runs" / r.id).string();
       r.config = (root / "configs" / (r.id + ".toml")).string();
-      std::vector<std::string> o = spec.overrides;
-      for (const auto& [k, v] : axes) o.push_back(k + "=" + v);
-      o.push_back("train.seed=" + std::to_string(seed));
-      o.push_back("train.run_dir=" + r.run_dir);
       RunConfig cfg;
       try {
-        cfg = load_config(spec.base, o);
+        cfg = load_config(spec.base, run_overrides(spec, r));
       } catch (const Error& e) {
         fail("study", "{}: run {}: {}", spec.file, r.id, e.what());
       }
@@ -514,12 +556,8 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
   // Each pretraining run's resolved config, written where its child reads it.
   for (const PlannedRun& r : plan) {
     if (r.config.empty()) continue;
-    std::vector<std::string> o = spec.overrides;
-    for (const auto& [k, v] : r.axes) o.push_back(k + "=" + v);
-    o.push_back("train.seed=" + std::to_string(r.seed));
-    o.push_back("train.run_dir=" + r.run_dir);
     fs::create_directories(fs::path(r.config).parent_path());
-    write_file_atomic(r.config, to_toml(load_config(spec.base, o)));
+    write_file_atomic(r.config, to_toml(load_config(spec.base, run_overrides(spec, r))));
   }
   auto say = [&](const std::string& line) {
     if (!opt.quiet) fmt::print("{}\n", line), std::fflush(stdout);

@@ -31,8 +31,14 @@ struct StudySpec {
   std::string base;                    // the base run config, absolute ("" = the defaults)
   std::vector<std::string> overrides;  // applied to every pretraining run, before the axes
   std::vector<int64_t> seeds = {0};    // train.seed of each repetition
+  // [variants]: named bundles of overrides in the file's order ("entropy_reg" ->
+  // ["train.regularizer=entropy", ...]), one axis named "variant" ahead of the others. A grid
+  // cannot say "softmax with a regularizer" beside "BP-High without one"; a bundle can.
+  std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   // The axes in the file's order: config key -> override values ("bp_high", "0.2", ...).
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  // What the paired test compares: a config key (an axis) or "variant"; the default is
+  // "variant" when the file has [variants], else "model.attention".
   std::string compare_key = "model.attention", baseline = "original";
   std::vector<FinetuneSpec> finetune;
 };
@@ -49,6 +55,10 @@ struct PlannedRun {
   std::string config;  // pretraining: the resolved config file the child trains from
   int pretrain = -1;   // fine-tuning: the index of the pretraining run it starts from
 };
+
+// The overrides of a pretraining run, in the order they apply: the study's, then each axis value
+// (a variant's bundle in its place), then the seed and the run folder.
+std::vector<std::string> run_overrides(const StudySpec& spec, const PlannedRun& r);
 
 // Every run, pretraining runs first (cells in axis order, then seeds), then fine-tuning runs.
 // Resolves each pretraining config (load_config), so a bad key fails here, before any run.

@@ -149,6 +149,71 @@ overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.l
   CHECK_THAT(error_of("[study\n"), Contains("bad.toml:1"));
 }
 
+TEST_CASE("study: the variants table bundles overrides into one axis, compared with its baseline",
+          "[study]") {
+  const std::string dir = temp_dir("variants");
+  const std::string file = write(dir, "v.toml", R"(
+[study]
+seeds = [1, 2]
+overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.layers=1",
+             "model.intermediate=32", "model.vocab_size=64", "model.max_positions=16",
+             "train.seq_len=12", "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2"]
+[variants]
+original = []
+entropy = ["train.regularizer=entropy", "train.regularizer_coef=0.5"]
+bp_high = ["model.attention=bp_high"]
+[axes]
+"model.lambda" = [0.1, 0.3]
+)");
+  const study::StudySpec s = study::load_study(file);
+  CHECK(s.compare_key == "variant");  // the default once the file has [variants]
+  CHECK(s.baseline == "original");
+  REQUIRE(s.variants.size() == 3);
+  CHECK(s.variants[1].first == "entropy");  // the file's order
+  const std::vector<study::PlannedRun> plan = study::plan_study(s, dir + "/out");
+  REQUIRE(plan.size() == 12);  // 3 variants x 2 lambdas x 2 seeds
+  CHECK(plan[0].id == "variant=original,model.lambda=0.1/seed-1");
+  CHECK(plan[4].cell == "variant=entropy,model.lambda=0.1");
+  // A variant's bundle takes the axis's place among the overrides, ahead of the later axes.
+  const std::vector<std::string> o = study::run_overrides(s, plan[4]);
+  const std::vector<std::string> tail(o.end() - 5, o.end());
+  CHECK(tail == std::vector<std::string>{"train.regularizer=entropy", "train.regularizer_coef=0.5",
+                                         "model.lambda=0.1", "train.seed=1",
+                                         "train.run_dir=" + plan[4].run_dir});
+  CHECK(study::run_overrides(s, plan[0]).size() == s.overrides.size() + 3);  // original: no bundle
+
+  // The paired test pairs each variant with `original` at the same lambda and seed.
+  std::vector<study::RunRecord> runs;
+  for (size_t i = 0; i < plan.size(); ++i)
+    runs.push_back({plan[i].id,
+                    plan[i].cell,
+                    "pretrain",
+                    "",
+                    plan[i].seed,
+                    plan[i].axes,
+                    {{"loss", static_cast<double>(i)}}});
+  const nlohmann::json t = study::aggregate(s, runs);
+  const nlohmann::json& ent = t["cells"][2];
+  CHECK(ent["cell"] == "variant=entropy,model.lambda=0.1");
+  CHECK(ent["baseline_cell"] == "variant=original,model.lambda=0.1");
+  CHECK(ent["paired"][0]["mean"].get<double>() == 4.0);  // runs 4, 5 against 0, 1
+  CHECK_FALSE(t["cells"][0].contains("paired"));
+
+  auto error_of = [&](const std::string& text) {
+    try {
+      study::load_study(write(dir, "bad.toml", text));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of("[variants]\nsoftmax = []\n"), Contains("bad.toml") && Contains("'original'"));
+  CHECK_THAT(error_of("[variants]\noriginal = []\nx = [\"attention=bp_high\"]\n"),
+             Contains("variants.x (line 3)") && Contains("section.key=value"));
+  CHECK_THAT(error_of("[variants]\noriginal = [1]\n"), Contains("variants.original"));
+  CHECK_THAT(error_of("[variants]\n"), Contains("non-empty table"));
+}
+
 TEST_CASE("study: the last complete checkpoint of a run folder", "[study]") {
   const std::string dir = temp_dir("ckpt");
   for (const char* c : {"checkpoint-20", "checkpoint-100", "checkpoint-40"}) {
