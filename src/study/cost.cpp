@@ -102,9 +102,9 @@ std::string cost_markdown(const nlohmann::json& table) {
   std::string s = fmt::format(
       "{} {}, B = {}, T = {} (training: {} tokens per step, head on {} rows; inference: {} tokens per batch, "
       "latency at B = 1)\n\n"
-      "| attention | train GFLOP/step | vs original | train ms/step | train tokens/s | inference GFLOP/batch "
-      "| "
-      "vs original | inference FLOP/token | inference ms/batch | inference tokens/s | latency ms |\n"
+      "| attention | train GFLOP/step | vs original | train ms/step | train tokens/s | "
+      "inference GFLOP/batch | vs original | inference FLOP/token | inference ms/batch | "
+      "inference tokens/s | latency ms |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n",
       t["family"].get<std::string>(), t["preset"].get<std::string>(), t["batch_size"].get<int64_t>(),
       t["seq_len"].get<int64_t>(), t["tokens_per_step"].get<double>(), t["head_rows"].get<double>(),

@@ -277,9 +277,9 @@ int run_inference_bench(const BenchCli& o, const RunConfig& cfg) {
       cfg.model.family, cfg.model.preset, variant_name(cfg.model.attention), tc.seq_len, tc.batch_size,
       omp_get_max_threads());
   fmt::print(
-      "the evaluation forward pass ({}; eval mode: no dropout, no gradient) on the synthetic source's "
-      "held-out "
-      "batches (data.kind '{}' is not read: only the shapes matter), the initial weights of train.seed{}\n",
+      "the evaluation forward pass ({}; eval mode: no dropout, no gradient) on the synthetic source's\n"
+      "held-out batches (data.kind '{}' is not read: only the shapes matter), the initial weights of "
+      "train.seed{}\n",
       bert ? "encoder, MLM head on the masked rows" : "decoder, LM head on the rows with a target",
       cfg.data.kind,
       cfg.model.skip_sinky_heads
