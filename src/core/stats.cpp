@@ -75,6 +75,14 @@ double mean(const std::vector<double>& x) {
   return s / static_cast<double>(x.size());
 }
 
+// Sorted x_(1) <= ... <= x_(n): x_((n+1)/2) for odd n, (x_(n/2) + x_(n/2+1)) / 2 for even n.
+double median(std::vector<double> x) {
+  SAOBP_CHECK(!x.empty(), "stats", "median: no values");
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 double sample_sd(const std::vector<double>& x) {
   const double m = mean(x);
   if (x.size() < 2) return kNaN;

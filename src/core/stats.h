@@ -1,5 +1,5 @@
-// The statistics of seed studies and correlations, in one place: mean, sample standard
-// deviation, the paired difference of two conditions with its 95% Student-t interval, Pearson's
+// The statistics of seed studies, correlations and benches, in one place: mean, median, sample
+// standard deviation, the paired difference of two conditions with its 95% Student-t interval, Pearson's
 // r with its two-sided p-value, Spearman's rho (average ranks for ties). The t quantiles and CDF
 // come from Boost.Math (boost/math/distributions/students_t.hpp). Each formula is written above
 // its code in stats.cpp; scipy's names are given where the result matches it.
@@ -13,6 +13,9 @@ namespace saobp::stats {
 double mean(const std::vector<double>& x);
 // Sample standard deviation (divisor n - 1); NaN for a single value; throws on no values.
 double sample_sd(const std::vector<double>& x);
+// The middle value of the sorted values, or the mean of the two middle ones when n is even
+// (numpy.median); throws on no values. The benches report it over their timed iterations.
+double median(std::vector<double> x);
 
 // The q-quantile of Student's t with `df` degrees of freedom (df > 0, 0 < q < 1).
 double t_quantile(double df, double q);

@@ -452,27 +452,36 @@ void cost_tables(Page& p, const std::vector<Correlation>& costs) {
   p.section("cost", "Cost per attention variant (saobp cost; the paper's Table 9)");
   for (const Correlation& c : costs) {
     const nlohmann::json& t = c.j["cost_table"];
-    p.html += fmt::format("<p>{} {}, B = {}, T = {}: {} tokens per step (<code>{}</code>)</p>\n",
-                          json_text(t, "family"), json_text(t, "preset"),
-                          fmt_num(number(t, "batch_size"), "{:.0f}"), fmt_num(number(t, "seq_len"), "{:.0f}"),
-                          fmt_num(number(t, "tokens_per_step"), "{:.0f}"), svg::escape(c.path));
+    p.html += fmt::format(
+        "<p>{} {}, B = {}, T = {}: {} tokens per training step, {} per inference batch, latency at B = 1 "
+        "(<code>{}</code>)</p>\n",
+        json_text(t, "family"), json_text(t, "preset"), fmt_num(number(t, "batch_size"), "{:.0f}"),
+        fmt_num(number(t, "seq_len"), "{:.0f}"), fmt_num(number(t, "tokens_per_step"), "{:.0f}"),
+        fmt_num(number(t, "tokens_per_batch"), "{:.0f}"), svg::escape(c.path));
     p.html +=
         "<table class=\"results\"><tr><th>attention</th><th>train GFLOP/step</th><th>vs original</th>"
-        "<th>inference GFLOP/batch</th><th>inference FLOP/token</th><th>ms/step</th><th>tokens/s</th></tr>\n";
-    for (const nlohmann::json& v : t["variants"])
+        "<th>train ms/step</th><th>train tokens/s</th><th>inference GFLOP/batch</th><th>vs original</th>"
+        "<th>inference FLOP/token</th><th>inference ms/batch</th><th>inference tokens/s</th>"
+        "<th>latency ms</th></tr>\n";
+    for (const nlohmann::json& v : t["variants"]) {
+      // Each cell: a number of the variant's row, formatted, or "-" where the file has none.
+      auto cell = [&](const char* key, const char* f, double scale) {
+        return fmt::format("<td class=\"num\">{}</td>", fmt_num(scale * number(v, key), f));
+      };
       p.html += fmt::format(
-          "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
-          "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
-          json_text(v, "attention"), fmt_num(number(v, "train_flops_per_step") / 1e9, "{:.4g}"),
-          fmt_num(100 * number(v, "extra_train_flops"), "{:+.1f}%"),
-          fmt_num(number(v, "inference_flops_per_batch") / 1e9, "{:.4g}"),
-          fmt_num(number(v, "inference_flops_per_token"), "{:.4g}"),
-          fmt_num(number(v, "ms_per_step"), "{:.1f}"), fmt_num(number(v, "tokens_per_s"), "{:.0f}"));
+          "<tr><td>{}</td>{}{}{}{}{}{}{}{}{}{}</tr>\n", json_text(v, "attention"),
+          cell("train_flops_per_step", "{:.4g}", 1e-9), cell("extra_train_flops", "{:+.1f}%", 100),
+          cell("ms_per_step", "{:.1f}", 1), cell("tokens_per_s", "{:.0f}", 1),
+          cell("inference_flops_per_batch", "{:.4g}", 1e-9), cell("extra_inference_flops", "{:+.1f}%", 100),
+          cell("inference_flops_per_token", "{:.4g}", 1), cell("inference_ms_per_batch", "{:.2f}", 1),
+          cell("inference_tokens_per_s", "{:.0f}", 1), cell("latency_ms", "{:.2f}", 1));
+    }
     p.html += "</table>\n";
   }
   p.caption(
-      "FLOPs as src/train/flops.h counts them (docs/performance.md); times from saobp bench --json, "
-      "where given.");
+      "FLOPs as src/train/flops.h counts them (docs/performance.md); training times from saobp bench --json, "
+      "inference times (the evaluation forward pass at B, and at B = 1 for the latency) from saobp bench "
+      "--inference --json, where given.");
 }
 
 void skip_rates(Page& p, const std::vector<Run>& runs) {

@@ -4,19 +4,12 @@
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "train/data_setup.h"
+#include "train/inference.h"
 #include "train/task.h"
 
 namespace saobp {
 
 namespace {
-
-// The positions of `labels` that are predicted (not -100) and their targets.
-void predicted(const Tensor& labels, std::vector<int32_t>& pos, std::vector<int32_t>& tgt) {
-  const std::vector<int32_t> lab = labels.to_vector<int32_t>();
-  pos.clear(), tgt.clear();
-  for (size_t k = 0; k < lab.size(); ++k)
-    if (lab[k] != -100) pos.push_back(static_cast<int32_t>(k)), tgt.push_back(lab[k]);
-}
 
 // What both objectives share: the config, the data (MlmData or ClmData: a batch source and the
 // tokenizer), and the Task methods that only read them.
@@ -62,11 +55,10 @@ class MlmTask : public LmTask<MlmData> {
     std::vector<int32_t> pos, tgt;
     for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
       const MlmBatch b = data_.source->batch(Split::valid, i);
-      predicted(b.labels, pos, tgt);
+      predicted_positions(b.labels, pos, tgt);
       if (pos.empty()) continue;
       const Tensor positions = Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())});
-      score_logits(model_.mlm_logits(model_.encode(b.ids, Tensor(), b.key_mask, false, 0), positions), tgt,
-                   loss_sum, correct, n);
+      score_logits(mlm_eval_logits(model_, b.ids, b.key_mask, positions), tgt, loss_sum, correct, n);
     }
     return finish_eval(loss_sum, correct, n);
   }
@@ -121,13 +113,11 @@ class ClmTask : public LmTask<ClmData> {
     std::vector<int32_t> rows, tgt;
     for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
       const ClmBatch b = data_.source->batch(Split::valid, i);
-      predicted(b.targets, rows, tgt);
+      predicted_positions(b.targets, rows, tgt);
       if (rows.empty()) continue;
-      // Only the rows with a target go through the LM head.
-      const Var h = model_.hidden(b.ids, b.key_mask, false, 0);
-      const Var picked = embedding(reshape(h, {-1, h.size(-1)}),
-                                   Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
-      score_logits(model_.lm_head(picked), tgt, loss_sum, correct, n);
+      score_logits(clm_eval_logits(model_, b.ids, b.key_mask,
+                                   Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())})),
+                   tgt, loss_sum, correct, n);
     }
     return finish_eval(loss_sum, correct, n);
   }

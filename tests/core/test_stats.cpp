@@ -25,6 +25,14 @@ TEST_CASE("stats: mean and sample standard deviation", "[stats]") {
   CHECK_THROWS_WITH(stats::mean({}), Contains("[stats]") && Contains("no values"));
 }
 
+TEST_CASE("stats: median of odd and even counts, in any order", "[stats]") {
+  CHECK(stats::median({7}) == 7);
+  CHECK(stats::median({3, 1, 2}) == 2);       // sorted 1 2 3: the middle one
+  CHECK(stats::median({4, 1, 3, 2}) == 2.5);  // sorted 1 2 3 4: (2 + 3) / 2
+  CHECK(stats::median({5, 5, 1, 9}) == 5);    // sorted 1 5 5 9: (5 + 5) / 2
+  CHECK_THROWS_WITH(stats::median({}), Contains("[stats]") && Contains("no values"));
+}
+
 TEST_CASE("stats: Student t quantiles from Boost.Math match the closed forms", "[stats]") {
   // df = 1: tan(0.475 pi) = 12.706204736174696; df = 2: u = 0.95, t^2 = 2 (0.9025)/0.0975 =
   // 18.512820512820513, t = 4.302652729749464.

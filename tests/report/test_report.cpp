@@ -461,12 +461,13 @@ TEST_CASE("report: a correlation file draws a scatter with its line and r, a cos
     "n": 4, "pearson_r": 0.8, "pearson_p": 0.2, "spearman_rho": 0.8, "slope": 0.8, "intercept": 0.5})");
   write_file_atomic(cost,
                     R"({"cost_table": {"family": "bert", "preset": "custom", "batch_size": 4, "seq_len": 8,
-    "tokens_per_step": 32, "head_rows": 8, "variants": [
+    "tokens_per_step": 32, "head_rows": 8, "tokens_per_batch": 32, "batch_head_rows": 8, "variants": [
       {"attention": "original", "train_flops_per_step": 946176, "inference_flops_per_batch": 315392,
        "inference_flops_per_token": 9856, "extra_train_flops": 0, "ms_per_step": null, "tokens_per_s": null},
       {"attention": "bp_high", "train_flops_per_step": 970752, "inference_flops_per_batch": 326656,
-       "inference_flops_per_token": 10208, "extra_train_flops": 0.025974, "ms_per_step": 12.5,
-       "tokens_per_s": 2560}]}})");
+       "inference_flops_per_token": 10208, "extra_train_flops": 0.025974, "extra_inference_flops": 0.035714,
+       "ms_per_step": 12.5, "tokens_per_s": 2560, "inference_ms_per_batch": 2.5,
+       "inference_tokens_per_s": 12800, "latency_ms": 0.8}]}})");
   ReportOptions o;
   o.runs = {corr, cost};
   o.out = root + "/r.html";
@@ -482,9 +483,20 @@ TEST_CASE("report: a correlation file draws a scatter with its line and r, a cos
   CHECK(all_numbers_finite(svg));
   CHECK(html.find("4 points over checkpoints (1 left out)") != std::string::npos);
   CHECK(html.find("<h2 id=\"cost\">2. Cost per attention variant") != std::string::npos);
-  CHECK(html.find("<tr><td>bp_high</td><td class=\"num\">0.0009708</td><td class=\"num\">+2.6%</td>") !=
+  CHECK(html.find("32 tokens per training step, 32 per inference batch, latency at B = 1") !=
         std::string::npos);
-  CHECK(html.find("<td class=\"num\">12.5</td><td class=\"num\">2560</td></tr>") != std::string::npos);
+  CHECK(html.find("<th>inference ms/batch</th><th>inference tokens/s</th><th>latency ms</th>") !=
+        std::string::npos);
+  // bp_high's row: 970752 FLOPs = 0.0009708 GFLOP (+2.6%), 12.5 ms, 2560 tokens/s; inference
+  // 326656 = 0.0003267 GFLOP (+1/28 = +3.6%), 10208 = 1.021e+04 per token, 2.5 ms, 12800 tokens/s,
+  // 0.8 ms at B = 1.
+  CHECK(html.find("<tr><td>bp_high</td><td class=\"num\">0.0009708</td><td class=\"num\">+2.6%</td>"
+                  "<td class=\"num\">12.5</td><td class=\"num\">2560</td><td class=\"num\">0.0003267</td>"
+                  "<td class=\"num\">+3.6%</td><td class=\"num\">1.021e+04</td><td class=\"num\">2.50</td>"
+                  "<td class=\"num\">12800</td><td class=\"num\">0.80</td></tr>") != std::string::npos);
+  // original measured nothing: its time cells are dashes.
+  CHECK(html.find("<tr><td>original</td><td class=\"num\">0.0009462</td><td class=\"num\">+0.0%</td>"
+                  "<td class=\"num\">–</td><td class=\"num\">–</td>") != std::string::npos);
   CHECK(html.find("data-figures=\"correlation-0\"") != std::string::npos);
   fs::remove_all(root);
 }

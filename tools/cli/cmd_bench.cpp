@@ -24,6 +24,14 @@
 // do not change the cost of a step. The same invocation also times the MLM step of the same
 // config at the same B and T (its steps interleaved with the fine-tuning ones, so a slow spell
 // of the machine hits both) and prints fine-tuning tokens/s as a ratio of pretraining's.
+//
+// --inference: the evaluation forward pass instead of the training step (train/inference.h: eval
+// mode, no dropout, no gradient; the encoder and the MLM head on the masked rows, or the decoder
+// and the LM head on the rows with a target, up to the logits), on the synthetic source's held-out
+// batches and the model's initial weights, at the config's batch size (throughput: ms/batch,
+// tokens/s) and at B = 1 (latency: ms per sequence), their passes alternating. --json writes
+// "mode": "inference" and the figures of each batch size under "batch" and "single", which
+// `saobp cost --bench` reads beside the training bench's.
 #include <omp.h>
 #include <unistd.h>
 
@@ -40,12 +48,14 @@
 
 #include "autograd/ops.h"
 #include "cli/commands.h"
+#include "core/stats.h"
 #include "data/synthetic.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "train/clip.h"
 #include "train/config.h"
 #include "train/flops.h"
+#include "train/inference.h"
 #include "train/task.h"
 
 namespace saobp::cli {
@@ -59,6 +69,7 @@ struct BenchCli {
   std::vector<std::string> overrides;
   std::string finetune;
   bool skip_pretrain = false;
+  bool inference = false;
   int warmup = 3, steps = 20;
   std::string json;
   bool print_config = false;
@@ -106,10 +117,14 @@ double others_fraction(const CpuTimes& a, const CpuTimes& b) {
   return std::max(0.0, ((b.busy - a.busy) - (b.self - a.self)) / (b.total - a.total));
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+// The shares of CPU time others took during the timed `what` (steps or passes), when known.
+void print_machine(double steal, double others, const char* what) {
+  if (steal >= 0)
+    fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed {}{}\n", 100 * steal,
+               what, steal > 0.05 ? " (a busy host: these times are not representative)" : "");
+  if (others >= 0)
+    fmt::print("machine: {:.1f}% of CPU time used by other processes during the timed {}{}\n", 100 * others,
+               what, others > 0.05 ? " (a busy machine: these times are not representative)" : "");
 }
 
 // One training step under test. prepare(s) makes step s's inputs outside the timed region and
@@ -158,7 +173,7 @@ int64_t count_params(ParamStore& params) {
 
 void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
   b.head_rows /= static_cast<double>(b.times.size());
-  b.med = median(b.times);
+  b.med = stats::median(b.times);
   b.lo = *std::min_element(b.times.begin(), b.times.end());
   b.hi = *std::max_element(b.times.begin(), b.times.end());
   b.terms = step_flops(cfg, b.head, static_cast<double>(tokens), b.head_rows, b.labels);
@@ -242,6 +257,56 @@ void write_sst2_folder(const fs::path& dir, int64_t V, int64_t T, int64_t rows, 
   write_text(dir / "dev.tsv", split(4));
 }
 
+// The figures of one batch size of --inference, printed.
+void print_inference(const char* what, const InferenceTiming& t) {
+  fmt::print("{} (B = {}, {} tokens, head rows {:.1f}):\n", what, t.batch_size, t.tokens, t.head_rows);
+  fmt::print("  ms/{}: median {:.2f} (min {:.2f}, max {:.2f})\n", t.batch_size == 1 ? "sequence" : "batch",
+             1e3 * t.median, 1e3 * t.min, 1e3 * t.max);
+  fmt::print("  tokens/s: {:.0f}, sequences/s: {:.1f} (median pass)\n",
+             static_cast<double>(t.tokens) / t.median, static_cast<double>(t.batch_size) / t.median);
+  fmt::print("  model GFLOP/s: {:.1f} ({:.4g} FLOPs per pass)\n", t.flops / t.median / 1e9, t.flops);
+}
+
+// --inference (see the file's header).
+int run_inference_bench(const BenchCli& o, const RunConfig& cfg) {
+  const TrainSection& tc = cfg.train;
+  const bool bert = cfg.model.family == "bert";
+  fmt::print(
+      "bench --inference: {} {}, attention {}, T={}, at B={} (throughput) and B=1 (latency), {} OpenMP "
+      "threads, f32\n",
+      cfg.model.family, cfg.model.preset, variant_name(cfg.model.attention), tc.seq_len, tc.batch_size,
+      omp_get_max_threads());
+  fmt::print(
+      "the evaluation forward pass ({}; eval mode: no dropout, no gradient) on the synthetic source's\n"
+      "held-out batches (data.kind '{}' is not read: only the shapes matter), the initial weights of "
+      "train.seed{}\n",
+      bert ? "encoder, MLM head on the masked rows" : "decoder, LM head on the rows with a target",
+      cfg.data.kind,
+      cfg.model.skip_sinky_heads
+          ? "; model.skip_sinky_heads: the skip rate is the initial weights', not a trained model's"
+          : "");
+  const CpuTimes cpu0 = read_cpu_times();
+  const InferenceBench b = time_inference(cfg, o.warmup, o.steps);
+  const CpuTimes cpu1 = read_cpu_times();
+  const double steal = steal_fraction(cpu0, cpu1), others = others_fraction(cpu0, cpu1);
+  fmt::print("passes: {} warm-up, {} timed at each batch size, alternating\n", o.warmup, o.steps);
+  fmt::print(
+      "FLOPs per batch (forward = 2 x multiply-adds of each GEMM; elementwise ops not counted except SAOBP's "
+      "refinement, src/train/flops.h):\n");
+  for (const FlopTerm& t : b.batch.terms)
+    fmt::print("  {:<36} {:<58} = {:.4g}\n", t.name, t.formula, t.flops);
+  fmt::print("  {:<36} {:<58} = {:.4g}\n", "total", "", b.batch.flops);
+  print_inference("throughput", b.batch);
+  print_inference("latency", b.single);
+  print_machine(steal, others, "passes");
+  if (!o.json.empty()) {
+    const nlohmann::json j = inference_bench_json(cfg, b, o.warmup, omp_get_max_threads(), steal, others);
+    std::ofstream f(o.json);
+    if (!(f << j.dump(2) << '\n')) fail("bench", "cannot write {}", o.json);
+  }
+  return 0;
+}
+
 int run_bench(const BenchCli& o) {
   const RunConfig cfg = load_config(o.config, o.overrides);
   if (o.print_config) {
@@ -249,6 +314,7 @@ int run_bench(const BenchCli& o) {
     return 0;
   }
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  if (o.inference) return run_inference_bench(o, cfg);
   const TrainSection& tc = cfg.train;
   const bool bert = cfg.model.family == "bert", ft = !o.finetune.empty();
   if (ft && o.finetune != "glue/sst2")
@@ -384,12 +450,7 @@ int run_bench(const BenchCli& o) {
   if (ft && with_pre)
     fmt::print("fine-tuning / pretraining tokens/s: {:.3f} ({:.0f} / {:.0f})\n", ratio,
                static_cast<double>(tokens) / fine.med, static_cast<double>(tokens) / pre.med);
-  if (steal >= 0)
-    fmt::print("machine: {:.1f}% of CPU time stolen by the hypervisor during the timed steps{}\n",
-               100 * steal, steal > 0.05 ? " (a busy host: these times are not representative)" : "");
-  if (others >= 0)
-    fmt::print("machine: {:.1f}% of CPU time used by other processes during the timed steps{}\n",
-               100 * others, others > 0.05 ? " (a busy machine: these times are not representative)" : "");
+  print_machine(steal, others, "steps");
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
     nlohmann::json j = {{"tool", "saobp"},
@@ -422,17 +483,28 @@ int run_bench(const BenchCli& o) {
 void register_bench(CLI::App& app) {
   static BenchCli o;
   CLI::App* sub =
-      app.add_subcommand("bench", "Time the training step of a run config (tokens/s, ms/step, GFLOP/s)");
+      app.add_subcommand("bench",
+                         "Time the training step of a run config (tokens/s, ms/step, GFLOP/s), or with "
+                         "--inference its evaluation forward pass (ms/batch, tokens/s, latency)");
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
-  sub->add_option(
+  CLI::Option* finetune = sub->add_option(
       "--finetune", o.finetune,
       "time the fine-tuning step of this task (glue/sst2) on the config's model and B, T, next to its "
       "pretraining step");
-  sub->add_flag("--skip-pretrain", o.skip_pretrain,
-                "with --finetune: time only the fine-tuning step (no pretraining reference; for profiling)");
+  CLI::Option* skip = sub->add_flag(
+      "--skip-pretrain", o.skip_pretrain,
+      "with --finetune: time only the fine-tuning step (no pretraining reference; for profiling)");
+  sub->add_flag("--inference", o.inference,
+                "time the evaluation forward pass instead (no gradient, no dropout) at the config's B "
+                "(ms/batch, tokens/s) and at B = 1 (latency)")
+      ->excludes(finetune)
+      ->excludes(skip);
   sub->add_option("--warmup", o.warmup, "untimed steps first")->check(at_least(0));
-  sub->add_option("--steps", o.steps, "timed steps (the median is reported; at least 20)")
+  sub->add_option(
+         "--steps", o.steps,
+         "timed steps, or with --inference timed passes at each batch size (the median is reported; at "
+         "least 20)")
       ->check(in_range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
   sub->add_flag("--print-config", o.print_config,
