@@ -175,10 +175,11 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     say(report.summary());
   }
   if (ranks > 1)
-    say(fmt::format(
-        "{} ranks x {} micro-batches of {}: {} sequences per step, gradients summed {}{}", ranks, per_rank,
-        tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce,
-        grads.overlaps() ? fmt::format(" ({} buckets, overlapping the backward)", grads.buckets()) : ""));
+    say(fmt::format("{} ranks x {} micro-batches of {}: {} sequences per step, gradients summed {}{}", ranks,
+                    per_rank, tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce,
+                    grads.overlaps() ? fmt::format(" ({} bucket{}, overlapping the backward)",
+                                                   grads.buckets(), grads.buckets() == 1 ? "" : "s")
+                                     : ""));
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam, tc.max_steps, tc.grad_accum);

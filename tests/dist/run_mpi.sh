@@ -96,7 +96,7 @@ TOML
   # the backward makes them whole. The backward reaches every parameter, so every bucket starts
   # before it returns (the last one, holding the embeddings, right after their node).
   ranks 2 "$cfg" train.grad_accum=1 train.reduce=fast train.bucket_mb=0.004 train.run_dir="$work/$f-fast"
-  buckets=$(grep -o 'gradients summed fast ([0-9]* buckets' "$work/log" | grep -o '[0-9]*') ||
+  buckets=$(grep -o 'gradients summed fast ([0-9]* bucket' "$work/log" | grep -o '[0-9]*') ||
     fail "train.reduce=fast did not say so"
   python3 -c 'import json, sys
 n = [json.loads(l).get("buckets_overlapped") for l in open(sys.argv[1]) if "\"loss\"" in l]
