@@ -14,16 +14,17 @@
 // fast, in detail. The buckets hold the parameters in reverse order, the order in which a
 // backward makes their gradients final (the output layer's first, the embeddings' last): bucket
 // 0 takes the last parameters until it holds at least train.bucket_mb (4 MB), bucket 1 the ones
-// before, and so on (a parameter is never split). Each bucket carries, after its values, one flag per
-// parameter (1 where this rank's sum of it is defined), so the sum of the flags says on every rank alike
-// whether any rank reached the parameter. The rank's micro-batches before its last go through
-// take() as in one process; the last backward calls ready() for each parameter as its gradient
-// becomes final (Var::backward's hook), which adds it to the running sum, copies that into the
-// bucket and, once the bucket is whole and every bucket before it has started, starts the
-// bucket's sum (bucket b is always the b-th sum each rank starts: the same collectives in the
-// same order on every rank, as MPI requires, whatever order the gradients arrive in). A
-// parameter the last backward did not reach is put in its bucket by finish(), which then starts
-// the remaining buckets in order and waits for all.
+// before, and so on (a parameter is never split). Each bucket carries, after its values, one
+// flag per parameter (1 where this rank's sum of it is defined), so the sum of the flags says
+// on every rank alike whether any rank reached the parameter. The rank's micro-batches before
+// its last go through take() as in one process; the last backward calls ready() for each
+// parameter as its gradient becomes final (Var::backward's hook), which adds it to the running
+// sum, copies that into the bucket and, once the bucket is whole and every bucket before it has
+// started, starts the bucket's sum. Bucket b is so always the b-th sum each rank starts: the
+// same collectives in the same order on every rank, as MPI requires, whatever order the
+// gradients arrive in. A parameter the last backward did not reach is put in its bucket by
+// finish(), which then starts the remaining buckets in order and waits for all.
+//
 // With one process both are the running sum, and with one micro-batch the gradients are left
 // exactly as the backward made them. A parameter that no micro-batch reached keeps no gradient
 // (AdamW then leaves it alone), and one that some reached starts the sum at its first gradient,
