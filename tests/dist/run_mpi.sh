@@ -5,7 +5,7 @@
 #      multiplied by the rank count; GPT-2's 2-rank run sees only PMIx's variables (what
 #      `srun --mpi=pmix` gives a rank: OpenMPI's OMPI_COMM_WORLD_* and PMI-1/2's removed);
 #   2. train.reduce = "fast" (the all-reduce overlapping the backward) on 2 ranks, in buckets
-#      small enough to be several, starts some during the backward and is bitwise equal to one
+#      small enough to be several, starts them all during the backward and is bitwise equal to one
 #      process with grad_accum 2 as well, for both (a sum of two terms is the same in either
 #      order); 3 ranks x grad_accum 2 under fast (one bucket) train to a finite loss;
 #   3. a run saved by 2 ranks resumes on 1 (grad_accum x 2), and one saved by 1 process resumes
@@ -92,7 +92,7 @@ TOML
   ranks 2 "${launch[@]}" "$cfg" train.grad_accum=1 train.run_dir="$work/$f-2x1"
   grep -q "2 ranks x 1 micro-batches" "$work/log" || fail "$f: the 2-rank run did not run as 2 ranks"
   same "$f-1x2/final" "$f-2x1/final"
-  # Buckets of 4 KB (about 1000 floats; the model has 10 000): several, started in order as
+  # Buckets of 4 KB (about 1000 floats, of some 6000 parameters): several, started in order as
   # the backward makes them whole. The backward reaches every parameter, so every bucket starts
   # before it returns (the last one, holding the embeddings, right after their node).
   ranks 2 "$cfg" train.grad_accum=1 train.reduce=fast train.bucket_mb=0.004 train.run_dir="$work/$f-fast"
