@@ -1,4 +1,5 @@
 // The backward pass: iterative topological sort, then each node once, outputs before inputs.
+#include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/var.h"
@@ -62,7 +63,9 @@ Var make_result(Tensor out, const char* name, std::vector<Var> inputs, BackwardF
   return r;
 }
 
-void Var::backward(const Tensor& seed) const {
+void Var::backward(const Tensor& seed) const { backward(seed, {}); }
+
+void Var::backward(const Tensor& seed, const std::function<void(VarImpl&)>& on_leaf_ready) const {
   if (!requires_grad()) fail("backward", "the variable does not require grad (no graph was recorded)");
   Tensor g;
   if (seed.defined()) {
@@ -77,7 +80,10 @@ void Var::backward(const Tensor& seed) const {
   } else {
     impl_->grad = g.clone();
   }
-  if (!impl_->node) return;
+  if (!impl_->node) {
+    if (on_leaf_ready) on_leaf_ready(*impl_);
+    return;
+  }
 
   // Reverse postorder of the graph above this variable, by an explicit-stack DFS.
   std::vector<VarImpl*> order;
@@ -101,6 +107,26 @@ void Var::backward(const Tensor& seed) const {
   std::vector<std::shared_ptr<Node>> nodes;
   nodes.reserve(order.size());
   for (auto it = order.rbegin(); it != order.rend(); ++it) nodes.push_back((*it)->node);
+  // Nodes run in the order of `nodes`, and only a node accumulates into its inputs' gradients,
+  // so a leaf's gradient is final once the last node that has it as an input has run: leaf `l`
+  // is ready after node last[l] = max{k : l in nodes[k]->inputs}. ready_after[k] lists those
+  // leaves in the order of first appearance among node k's inputs (deterministic, unlike the
+  // map's).
+  std::vector<std::vector<VarImpl*>> ready_after;
+  if (on_leaf_ready) {
+    std::unordered_map<VarImpl*, size_t> last;
+    for (size_t k = 0; k < nodes.size(); ++k)
+      for (const auto& in : nodes[k]->inputs)
+        if (in && !in->node && in->requires_grad) last[in.get()] = k;
+    ready_after.resize(nodes.size());
+    for (size_t k = 0; k < nodes.size(); ++k)
+      for (const auto& in : nodes[k]->inputs) {
+        auto it = in ? last.find(in.get()) : last.end();
+        if (it == last.end() || it->second != k) continue;
+        ready_after[k].push_back(in.get());
+        last.erase(it);  // once, however often the node takes it
+      }
+  }
   for (size_t k = 0; k < nodes.size(); ++k) {
     VarImpl* v = order[order.size() - 1 - k];
     const std::shared_ptr<Node>& node = nodes[k];
@@ -115,6 +141,8 @@ void Var::backward(const Tensor& seed) const {
     // Release what the node saved and the intermediate gradient.
     node->backward = nullptr;
     if (!v->retain_grad && v != impl_.get()) v->grad = Tensor();
+    if (on_leaf_ready)
+      for (VarImpl* leaf : ready_after[k]) on_leaf_ready(*leaf);
   }
   // The graph is spent: drop the edges so intermediate data is freed with it.
   for (const auto& node : nodes) node->inputs.clear();

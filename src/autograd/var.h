@@ -52,6 +52,14 @@ class Var {
 
   // Backpropagates from this variable: a scalar seeds 1, otherwise pass `seed` (same shape).
   void backward(const Tensor& seed = Tensor()) const;
+  // The same, calling `on_leaf_ready` once for each leaf of the graph that requires grad (a
+  // parameter) as soon as its gradient is final: right after the last node in the walk that has
+  // it as an input, so the caller can use the gradient while the rest of the backward runs
+  // (GradSum starts a bucket's all-reduce). A leaf whose gradient no node produced (an input's
+  // output gradient was never defined) is reported too, with its grad still undefined. Leaves
+  // are reported in the order their gradients become final: the output layer's before the first
+  // layer's.
+  void backward(const Tensor& seed, const std::function<void(VarImpl&)>& on_leaf_ready) const;
 
   // A Var sharing this one's data, cut from the graph.
   Var detach() const { return Var(impl_->data); }

@@ -10,6 +10,15 @@
 // present -> only the results are read again; a complete checkpoint-N -> `--resume` from the
 // highest N; otherwise the folder is cleared (it holds no checkpoint, so nothing saved is lost)
 // and the run starts afresh.
+//
+// Under mpirun (N ranks) the ranks share the runs out: rank r runs the pretraining runs whose
+// index among them is r modulo N, and every fine-tuning run on the rank of the pretraining run
+// it starts from (so no rank waits for another's run), each as the same single-process child
+// as without mpirun. Rank 0 writes the configs first; after the runs, the ranks meet at a
+// barrier that sleeps rather than polls (dist::idle_barrier: the CPU goes to the runs still
+// going) and rank 0 alone writes the table, from the runs' files, as one process would.
+// Children are plain processes, never ranks: their environment leaves out the launcher's
+// variables (OMPI_*, PMIX_*, PMI_*), which would make a child's MPI think it is a rank of the job.
 #include "study/study.h"
 
 #include <fcntl.h>
@@ -32,6 +41,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/stats.h"
+#include "dist/comm.h"
 #include "train/config.h"
 
 namespace fs = std::filesystem;
@@ -106,12 +116,28 @@ std::string safe_name(std::string s) {
 
 // Starts `binary args...` with stdout and stderr into `log`; the child dies with the study
 // (PR_SET_PDEATHSIG), so a killed study leaves no orphan writing into its run folders.
+// This process's environment without an MPI launcher's variables (the child is no rank).
+std::vector<std::string> child_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string v = *e;
+    if (v.rfind("OMPI_", 0) == 0 || v.rfind("PMIX_", 0) == 0 || v.rfind("PMI_", 0) == 0) continue;
+    env.push_back(v);
+  }
+  return env;
+}
+
 pid_t spawn(const std::string& binary, const std::vector<std::string>& args, const std::string& log) {
   std::vector<std::string> argv_s = {binary};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Built before fork(): the child may only make async-signal-safe calls until exec.
+  std::vector<std::string> env_s = child_environment();
+  std::vector<char*> envp;
+  for (std::string& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) fail("study", "cannot start {}: {}", binary, std::strerror(errno));
@@ -120,7 +146,7 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
     if (::getppid() != parent) ::_exit(127);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2), ::close(fd);
-    ::execv(binary.c_str(), argv.data());
+    ::execve(binary.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;
@@ -552,16 +578,29 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
   SAOBP_CHECK(opt.jobs >= 1, "study", "--jobs must be at least 1, got {}", opt.jobs);
   const std::vector<PlannedRun> plan = plan_study(spec, study_dir);
   const fs::path root = fs::absolute(study_dir);
+  const int rank = dist::rank(), ranks = dist::size();
+  // The rank that runs plan[i] (the file's comment): pretraining runs come first in the plan.
+  auto owner = [&](size_t i) {
+    const size_t pre = plan[i].pretrain >= 0 ? static_cast<size_t>(plan[i].pretrain) : i;
+    return static_cast<int>(pre % static_cast<size_t>(ranks));
+  };
   fs::create_directories(root / "logs");
   // Each pretraining run's resolved config, written where its child reads it.
   for (const PlannedRun& r : plan) {
-    if (r.config.empty()) continue;
+    if (r.config.empty() || rank != 0) continue;
     fs::create_directories(fs::path(r.config).parent_path());
     write_file_atomic(r.config, to_toml(load_config(spec.base, run_overrides(spec, r))));
   }
+  if (ranks > 1) dist::barrier();  // the configs are written
   auto say = [&](const std::string& line) {
     if (!opt.quiet) fmt::print("{}\n", line), std::fflush(stdout);
   };
+  if (ranks > 1)
+    say(fmt::format(
+        "study: {} ranks; rank 0 runs (and reports here) {} of the {} runs", ranks,
+        std::count_if(plan.begin(), plan.end(),
+                      [&](const PlannedRun& r) { return owner(static_cast<size_t>(&r - plan.data())) == 0; }),
+        plan.size()));
   // A run is ready when it is not finished and (fine-tuning) its pretraining run is.
   std::vector<int> state(plan.size(), 0);  // 0 pending, 1 running, 2 finished
   std::map<pid_t, size_t> running;
@@ -571,7 +610,9 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
     state[i] = 2;
   };
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (is_finished(plan[i])) {
+    if (owner(i) != rank) {
+      state[i] = 2;  // another rank's
+    } else if (is_finished(plan[i])) {
       state[i] = 2;
       say(fmt::format("study: {} finished earlier", plan[i].id));
     } else if (plan[i].task == "pretrain" &&
@@ -620,6 +661,11 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
     }
   }
   if (!failure.empty()) fail("study", "{}", failure);
+  if (ranks > 1) {
+    dist::idle_barrier();  // every rank's runs are finished
+    if (rank != 0) return nlohmann::json::object({{"cells", nlohmann::json::array()}});
+    say("study: every rank's runs are finished");
+  }
   std::vector<RunRecord> records;
   for (const PlannedRun& r : plan) {
     const std::string path = (fs::path(r.run_dir) / "results.json").string();

@@ -112,7 +112,8 @@ struct RunOptions {
 
 // Runs the study into `study_dir` and writes study.json, study.csv and study.md (atomically).
 // Returns the table. A child that fails stops the study with an error naming the run and its log
-// (the runs already finished stay finished).
+// (the runs already finished stay finished). Under mpirun the ranks share the runs out (`jobs`
+// at a time each) and rank 0 writes the table; the other ranks return one with no cells.
 nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, const RunOptions& opt);
 
 }  // namespace saobp::study

@@ -245,6 +245,7 @@ const std::vector<Field>& schema() {
       field("train", "grad_clip", &R::train, &T::grad_clip),
       field("train", "grad_accum", &R::train, &T::grad_accum),
       field("train", "reduce", &R::train, &T::reduce),
+      field("train", "bucket_mb", &R::train, &T::bucket_mb),
       field("train", "epochs", &R::train, &T::epochs),
       field("train", "warmup_ratio", &R::train, &T::warmup_ratio),
       field("train", "eval_each_epoch", &R::train, &T::eval_each_epoch),
@@ -459,6 +460,8 @@ void check(const RunConfig& c, const Origins& origins) {
   CFG_CHECK(t.grad_clip >= 0, "train.grad_clip", "must be >= 0 (0 = no clipping), got {}", t.grad_clip);
   CFG_CHECK(t.grad_accum >= 1, "train.grad_accum", "must be >= 1, got {}", t.grad_accum);
   enum_check("train.reduce", t.reduce, {"ordered", "fast"});
+  CFG_CHECK(t.bucket_mb > 0 && t.bucket_mb <= 4096, "train.bucket_mb", "must be in (0, 4096], got {}",
+            t.bucket_mb);
   // An evaluation over no batches would report loss 0 and perplexity 0 (train.eval_every = 0
   // turns the periodic evaluation off; the final one always runs).
   CFG_CHECK(t.eval_batches >= 1, "train.eval_batches", "must be >= 1, got {}", t.eval_batches);
@@ -674,12 +677,13 @@ std::string toml_of(const RunConfig& cfg, std::initializer_list<std::string_view
 std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
 
 // How the global batch is split and summed may change on resume (docs/distributed.md): the
-// hash sees train.grad_accum as 1 and not train.reduce, so a run saved by 2 ranks resumes on 1
-// with grad_accum doubled (and a config without train.reduce hashes as before that key existed).
+// hash sees train.grad_accum as 1 and not train.reduce or train.bucket_mb, so a run saved by 2
+// ranks resumes on 1 with grad_accum doubled (and a config without those keys hashes as before
+// they existed).
 uint64_t config_hash(const RunConfig& cfg) {
   RunConfig c = cfg;
   c.train.grad_accum = 1;
-  return fnv1a64(toml_of(c, {"train.reduce"}));
+  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb"}));
 }
 
 int64_t physical_memory_bytes() {

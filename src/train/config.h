@@ -55,8 +55,12 @@ struct TrainSection {
   double weight_decay = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, grad_clip = 1.0;  // clip 0: off
   int grad_accum = 1;  // micro-batches per step on each rank (docs/distributed.md)
   // How ranks sum their gradients under mpirun: ordered (in rank order, bitwise equal to one
-  // process with grad_accum · ranks) | fast (MPI_Allreduce, no bitwise guarantee).
+  // process with grad_accum · ranks) | fast (MPI_Iallreduce overlapping the backward, no
+  // bitwise guarantee beyond 2 ranks).
   std::string reduce = "ordered";
+  // fast: the size of a bucket of gradients, in MB (2^20 bytes; docs/distributed.md). Small
+  // buckets start early in the backward, large ones pay MPI's per-call latency fewer times.
+  double bucket_mb = 4.0;
   // Fine-tuning: train.epochs > 0 trains that many passes over the task's training split
   // (max_steps is then derived: ceil(epochs · batches per epoch / grad_accum)); warmup_ratio > 0
   // sets warmup_steps to ceil(ratio · steps); eval_each_epoch evaluates after every epoch.
@@ -121,8 +125,9 @@ void validate_config(const RunConfig& cfg);
 
 // The fully resolved config as TOML, every key of every section, in schema order.
 std::string to_toml(const RunConfig& cfg);
-// FNV-1a (64-bit) of to_toml(cfg) with train.grad_accum taken as 1 and without train.reduce: the
-// identity of a run, which --resume requires, independent of how its batch is split and summed.
+// FNV-1a (64-bit) of to_toml(cfg) with train.grad_accum taken as 1 and without train.reduce and
+// train.bucket_mb: the identity of a run, which --resume requires, independent of how its batch
+// is split and summed.
 uint64_t config_hash(const RunConfig& cfg);
 
 // The most OpenMP threads train.threads may ask for (libgomp fails on absurd counts).

@@ -160,7 +160,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   const TrainSection& tc = cfg.train;
   ParamStore& params = task->params();
   AdamW adam(params.all(), adamw_config(cfg));
-  GradSum grads(params.all(), tc.reduce);
+  GradSum grads(params.all(), tc.reduce, tc.bucket_mb);
   const Schedule sched = schedule_of(cfg);
   const uint64_t hash = config_hash(given);
   TrainerState state{0, 0, hash, tc.seed, ranks, given.train.grad_accum, tc.grad_accum};
@@ -175,8 +175,11 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     say(report.summary());
   }
   if (ranks > 1)
-    say(fmt::format("{} ranks x {} micro-batches of {}: {} sequences per step, gradients summed {}", ranks,
-                    per_rank, tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce));
+    say(fmt::format("{} ranks x {} micro-batches of {}: {} sequences per step, gradients summed {}{}", ranks,
+                    per_rank, tc.batch_size, tc.batch_size * tc.grad_accum, tc.reduce,
+                    grads.overlaps() ? fmt::format(" ({} bucket{}, overlapping the backward)",
+                                                   grads.buckets(), grads.buckets() == 1 ? "" : "s")
+                                     : ""));
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam, tc.max_steps, tc.grad_accum);
@@ -241,8 +244,15 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
                            keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
       my_losses.push_back(loss.data().item());
       my_penalties.push_back(task->regularizer().last_penalty());
-      scale(loss, 1.0 / tc.grad_accum).backward();
-      grads.take();
+      // Under fast with several ranks the rank's last backward hands each parameter's final
+      // gradient to the sum as it goes, which starts the buckets' all-reduce during the backward.
+      const Var scaled = scale(loss, 1.0 / tc.grad_accum);
+      if (grads.overlaps() && micro + 1 == (rank + 1) * per_rank) {
+        scaled.backward(Tensor(), [&grads](VarImpl& leaf) { grads.ready(leaf); });
+      } else {
+        scaled.backward();
+        grads.take();
+      }
     }
     state.data_position += tc.grad_accum;
     // The gradient sum across ranks, timed: the transfer and the wait for the slowest rank.
@@ -280,6 +290,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
                              {"entropy_last_layer", h1},
                              {"reg_penalty", penalty}};
       if (ranks > 1) line["comm_ms_per_step"] = 1e3 * comm_secs;
+      if (grads.overlaps()) line["buckets_overlapped"] = grads.overlapped();
       std::string extra;  // the regularizer's penalty and the head skip's rates, when on
       if (task->regularizer().on()) extra = fmt::format(" | reg penalty {:.4g}", penalty);
       if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped

@@ -286,6 +286,7 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
   // (docs/distributed.md): --resume onto another rank count changes grad_accum.
   CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.grad_accum=4"})) == h);
   CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"})) == h);
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.bucket_mb=0.5"})) == h);
   CHECK_THAT(to_toml(base), Contains("\nreduce = \"ordered\"\n"));
 }
 
@@ -293,4 +294,8 @@ TEST_CASE("train.reduce is ordered or fast", "[config]") {
   CHECK(load_config(shipped("bert-mini.toml")).train.reduce == "ordered");
   CHECK(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"}).train.reduce == "fast");
   CHECK_THROWS_WITH(load_config(shipped("bert-mini.toml"), {"train.reduce=ring"}), Contains("train.reduce"));
+  CHECK(load_config(shipped("bert-mini.toml")).train.bucket_mb == 4.0);
+  CHECK(load_config(shipped("bert-mini.toml"), {"train.bucket_mb=0.25"}).train.bucket_mb == 0.25);
+  for (const char* bad : {"train.bucket_mb=0", "train.bucket_mb=-1", "train.bucket_mb=5000"})
+    CHECK_THROWS_WITH(load_config(shipped("bert-mini.toml"), {bad}), Contains("train.bucket_mb"));
 }

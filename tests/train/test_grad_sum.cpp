@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "core/error.h"
 #include "train/grad_sum.h"
 
 using namespace saobp;
@@ -45,4 +46,24 @@ TEST_CASE("grad sum: micro-batch gradients are summed in order, from the first t
   sum.take();
   sum.finish();
   CHECK(w.grad().shares_storage(before));
+}
+
+TEST_CASE("grad sum: fast in one process is the same running sum, with no hook", "[train]") {
+  Var w(Tensor::zeros({3}), true, "w");
+  GradSum ordered({w}, "ordered"), fast({w}, "fast");
+  CHECK_FALSE(ordered.overlaps());
+  CHECK_FALSE(fast.overlaps());  // the backward's hook is for several ranks only
+  CHECK_THROWS_AS(fast.ready(*w.impl()), Error);
+  const std::vector<std::vector<float>> g = {{1e8f, 0.5f, -2.0f}, {4.0f, 0.25f, 3.0f}, {4.0f, 0.125f, 1.0f}};
+  std::vector<std::vector<float>> got;
+  for (GradSum* s : {&ordered, &fast}) {
+    for (const std::vector<float>& x : g) {
+      w.grad() = Tensor::from_vector(x, {3});
+      s->take();
+    }
+    s->finish();
+    got.push_back(w.grad().to_vector<float>());
+    w.zero_grad();
+  }
+  CHECK(got[0] == got[1]);
 }

@@ -33,12 +33,13 @@ void register_finetune(CLI::App& app) {
   CLI::Option* resume = add_resume_options(sub, o.resume, o.overwrite);
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the recipe's");
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
-  add_command(sub, [resume] {
+  const auto run = [resume] {
     o.resume_latest = resume->count() > 0 && o.resume.empty();
     const nlohmann::json r = finetune::run_finetune(o);
     fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
     return 0;
-  });
+  };
+  add_command(sub, run, Ranks::every);  // data-parallel, as train
 }
 
 // `saobp glue-score RESULTS...`: the GLUE leaderboard average of fine-tuning results.json files

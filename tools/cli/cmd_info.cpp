@@ -12,7 +12,7 @@ namespace saobp::cli {
 
 void register_info(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("info", "Print the build configuration and the devices found");
-  add_command(sub, [] {
+  const auto run = [] {
     fmt::print("saobp 0.1.0\n");
     fmt::print("  OpenMP threads : {}\n", omp_get_max_threads());
     fmt::print("  Eigen          : {}.{}.{} ({})\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
@@ -30,7 +30,8 @@ void register_info(CLI::App& app) {
       for (size_t r = 0; r < layout.size(); ++r)
         fmt::print("  {:<15}: {}\n", fmt::format("rank {} of {}", r, layout.size()), layout[r]);
     return 0;
-  });
+  };
+  add_command(sub, run, Ranks::every);
 }
 
 }  // namespace saobp::cli

@@ -28,7 +28,7 @@ void register_study(CLI::App& app) {
   sub->add_option("--jobs", jobs, "runs at a time, each its own process (results do not depend on it)")
       ->capture_default_str();
   sub->add_flag("--quiet", quiet, "no per-run lines");
-  add_command(sub, [] {
+  const auto run = [] {
     if (jobs < 1) throw CLI::ValidationError("--jobs", "must be at least 1");
     const study::StudySpec spec = study::load_study(file);
     const std::string dir = out.empty() ? "studies/" + spec.name : out;
@@ -37,7 +37,8 @@ void register_study(CLI::App& app) {
     fmt::print("study {}: {} cells; {}/study.md, study.csv, study.json\n", spec.name, table["cells"].size(),
                dir);
     return 0;
-  });
+  };
+  add_command(sub, run, Ranks::every);  // the ranks share the runs out (study.h)
 }
 
 void register_correlate(CLI::App& app) {

@@ -52,7 +52,8 @@ void register_train(CLI::App& app) {
   sub->add_option("--init", o.init, "start a new run from this checkpoint's weights")->excludes(resume);
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
   sub->callback([resume] { o.resume_latest = resume->count() > 0 && o.resume.empty(); });
-  add_command(sub, [] { return run_train(o); });
+  const auto run = [] { return run_train(o); };
+  add_command(sub, run, Ranks::every);  // data-parallel (docs/distributed.md)
 }
 
 }  // namespace saobp::cli

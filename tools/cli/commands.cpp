@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/comm.h"
 
 namespace saobp::cli {
 
@@ -14,6 +15,7 @@ namespace {
 struct Entry {
   CLI::App* sub;
   std::function<int()> run;
+  Ranks ranks;
 };
 std::vector<Entry>& registry() {
   static std::vector<Entry> r;
@@ -21,7 +23,9 @@ std::vector<Entry>& registry() {
 }
 }  // namespace
 
-void add_command(CLI::App* sub, std::function<int()> run) { registry().push_back({sub, std::move(run)}); }
+void add_command(CLI::App* sub, std::function<int()> run, Ranks ranks) {
+  registry().push_back({sub, std::move(run), ranks});
+}
 
 // tools/cli/cmd_study.cpp: `saobp study`, `saobp correlate`, `saobp cost`.
 void register_study(CLI::App& app);
@@ -159,8 +163,11 @@ std::vector<int32_t> parse_ids(const std::string& option, const std::string& tex
 
 int run_selected(CLI::App& app) {
   (void)app;
-  for (const Entry& e : registry())
-    if (e.sub->parsed()) return e.run();
+  for (const Entry& e : registry()) {
+    if (!e.sub->parsed()) continue;
+    if (e.ranks == Ranks::root && dist::rank() != 0) return 0;
+    return e.run();
+  }
   return 1;
 }
 

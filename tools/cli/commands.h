@@ -7,8 +7,15 @@
 
 namespace saobp::cli {
 
+// Who runs a command under mpirun with several ranks (docs/distributed.md). `every`: each rank
+// takes its part of the job (train and finetune are data-parallel, study shares out its runs,
+// info gathers every rank's place). `root`: the command is one process's work (evaluation,
+// analysis, benchmarks, tools): rank 0 runs it exactly as a plain process would and the other
+// ranks return 0 at once, so its output is computed and written once.
+enum class Ranks { root, every };
+
 // Registers `sub` so that run_selected() calls `run` when it was chosen on the command line.
-void add_command(CLI::App* sub, std::function<int()> run);
+void add_command(CLI::App* sub, std::function<int()> run, Ranks ranks = Ranks::root);
 
 void register_all(CLI::App& app);
 

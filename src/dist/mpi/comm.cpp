@@ -5,7 +5,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/error.h"
 
@@ -74,6 +76,17 @@ void barrier() {
   if (size() > 1) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
+void idle_barrier() {
+  if (size() == 1) return;
+  MPI_Request request;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 void send(const float* data, size_t n, int to) {
   for (size_t i = 0; i < n; i += kPiece)
     check(MPI_Send(data + i, static_cast<int>(std::min(kPiece, n - i)), MPI_FLOAT, to, 0, MPI_COMM_WORLD),
@@ -94,17 +107,37 @@ void broadcast(float* data, size_t n, int from) {
           "MPI_Bcast");
 }
 
-void allreduce_sum(float* data, size_t n, size_t bucket) {
-  if (size() == 1) return;
-  bucket = std::clamp<size_t>(bucket, 1, kPiece);
+struct AsyncSums::Requests {
   std::vector<MPI_Request> pending;
-  for (size_t i = 0; i < n; i += bucket) {
-    pending.emplace_back();
-    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(bucket, n - i)), MPI_FLOAT,
-                         MPI_SUM, MPI_COMM_WORLD, &pending.back()),
+};
+
+AsyncSums::AsyncSums() : requests_(std::make_unique<Requests>()) {}
+AsyncSums::~AsyncSums() = default;
+
+void AsyncSums::start(float* data, size_t n) {
+  if (size() == 1) return;
+  for (size_t i = 0; i < n; i += kPiece) {
+    requests_->pending.emplace_back();
+    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kPiece, n - i)), MPI_FLOAT,
+                         MPI_SUM, MPI_COMM_WORLD, &requests_->pending.back()),
           "MPI_Iallreduce");
   }
-  check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+}
+
+bool AsyncSums::progress() {
+  std::vector<MPI_Request>& p = requests_->pending;
+  if (p.empty()) return true;
+  int done = 0;
+  check(MPI_Testall(static_cast<int>(p.size()), p.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+  if (done) p.clear();
+  return done != 0;
+}
+
+void AsyncSums::wait() {
+  std::vector<MPI_Request>& p = requests_->pending;
+  if (!p.empty())
+    check(MPI_Waitall(static_cast<int>(p.size()), p.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  p.clear();
 }
 
 std::vector<double> allgather(const std::vector<double>& mine) {
