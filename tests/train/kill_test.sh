@@ -63,6 +63,9 @@ for ((i = 0; i < 10; i++)); do
   else
     args=(--resume)
   fi
+  # Emptied here, before the start: the child truncates the log only once it runs, and until then
+  # the loop below would find the previous try's pause line in it (and kill the new run early).
+  : >"$work/log"
   SAOBP_TEST_PAUSE_IN_SAVE="$point:$n" "$saobp" train "$work/run.toml" "train.run_dir=$run" --quiet \
     "${args[@]}" >"$work/log" 2>&1 &
   pid=$!
