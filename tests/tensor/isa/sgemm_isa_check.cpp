@@ -44,7 +44,8 @@ std::vector<float> randn(size_t n, unsigned seed) {
 
 // c (and the row sums) of one product with the given kernel and thread count.
 std::vector<float> run(const Case& k, SgemmKernel kernel, int threads, std::vector<float>& sums) {
-  const std::vector<float> a = randn(static_cast<size_t>(k.M * k.K), 1), b = randn(static_cast<size_t>(k.K * k.N), 2);
+  const std::vector<float> a = randn(static_cast<size_t>(k.M * k.K), 1),
+                           b = randn(static_cast<size_t>(k.K * k.N), 2);
   const std::vector<float> c0 = randn(static_cast<size_t>(k.N), 3);
   std::vector<float> c = randn(static_cast<size_t>(k.M * k.N), 4);
   sums = randn(static_cast<size_t>(k.M), 5);
@@ -85,13 +86,16 @@ int main() {
       const std::vector<float> c = run(k, SgemmKernel::native, threads, sums);
       ++products;
       const bool same_c = std::memcmp(c.data(), ref.data(), c.size() * sizeof(float)) == 0;
-      const bool same_s = !k.rowsums || std::memcmp(sums.data(), ref_sums.data(), sums.size() * sizeof(float)) == 0;
+      const bool same_s =
+          !k.rowsums || std::memcmp(sums.data(), ref_sums.data(), sums.size() * sizeof(float)) == 0;
       if (!same_c || !same_s) {
         ++bad;
-        std::printf("DIFFERENT: M %lld N %lld K %lld ta %d tb %d alpha %g beta %g bias %d rowsums %d, %d threads (%s)\n",
-                    static_cast<long long>(k.M), static_cast<long long>(k.N), static_cast<long long>(k.K), k.ta, k.tb,
-                    static_cast<double>(k.alpha), static_cast<double>(k.beta), k.bias, k.rowsums, threads,
-                    same_c ? "row sums" : "c");
+        std::printf(
+            "DIFFERENT: M %lld N %lld K %lld ta %d tb %d alpha %g beta %g bias %d rowsums %d, %d threads "
+            "(%s)\n",
+            static_cast<long long>(k.M), static_cast<long long>(k.N), static_cast<long long>(k.K), k.ta, k.tb,
+            static_cast<double>(k.alpha), static_cast<double>(k.beta), k.bias, k.rowsums, threads,
+            same_c ? "row sums" : "c");
       }
     }
   }
