@@ -97,7 +97,7 @@ void read_file_documents(const CorpusSpec& spec, const std::string& file,
       nlohmann::json rec;
       try {
         rec = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
         fail("corpus", "{}:{}: not a JSON object: {}", file, lineno, e.what());
       }
       if (!rec.is_object())

@@ -115,6 +115,9 @@ ChoiceDataset read_hellaswag(const std::string& dir, const std::string& split, c
       bad_row(opt, ds.stats, file, in.line(),
               fmt::format("not valid JSON (column {}: {})", e.byte, json_reason(e)));
       continue;
+    } catch (const json::out_of_range& e) {  // a number beyond a double's range (406)
+      bad_row(opt, ds.stats, file, in.line(), fmt::format("not valid JSON ({})", e.what()));
+      continue;
     }
     std::string why;
     ChoiceExample ex = example(row, s != "test", why);

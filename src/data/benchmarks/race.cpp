@@ -125,6 +125,8 @@ ChoiceDataset read_race(const std::string& dir, const std::string& level, const 
           passage(file, text, lv + "/" + name, opt, ds);
         } catch (const json::parse_error& e) {
           bad_file = json_syntax_error(file, text, e);
+        } catch (const json::out_of_range& e) {  // a number beyond a double's range (406)
+          bad_file = fmt::format("{}: not valid JSON: {}", file, e.what());
         } catch (const BadJson& b) {
           bad_file = json_at(file, text, b.path, b.what);
         }

@@ -230,6 +230,8 @@ SquadDataset read_squad(const std::string& path, const ReadOptions& opt) {
         json::parse(ReadCursor(text.data(), &read), ReadCursor(text.data() + text.size(), &read), on_event);
   } catch (const json::parse_error& e) {
     throw Error("[benchmarks] " + json_syntax_error(path, text, e));
+  } catch (const json::out_of_range& e) {  // a number beyond a double's range (406)
+    throw Error(fmt::format("[benchmarks] {}: not valid JSON: {}", path, e.what()));
   }
 
   const auto reject = [&](const JsonPath& p, const std::string& what) {

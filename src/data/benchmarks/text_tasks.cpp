@@ -140,6 +140,8 @@ std::string parse_boolq(std::string_view line, bool need_answer, TextExample& ex
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::parse_error& e) {
     return json_problem(e);
+  } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double's range (406)
+    return fmt::format("invalid JSON: {}", e.what());
   }
   if (!j.is_object()) return fmt::format("a JSON {}, expected an object", json_type(j));
   std::string title;
