@@ -101,14 +101,16 @@ TEST_CASE("study: the table's means, deviations and paired differences, by hand"
                       "-3.92655,2.42655,0.204833\n"));
 }
 
+// A one-layer BERT of hidden size 16 trained 4 steps, evaluated at steps 2 and 4: the
+// [study] overrides of the study files written below.
+const std::string kTinyOverrides = R"(overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2",
+  "model.layers=1", "model.intermediate=32", "model.vocab_size=64", "model.max_positions=16",
+  "train.seq_len=12", "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2"]
+)";
+
 TEST_CASE("study: the study file, its errors and the plan", "[study]") {
   const std::string dir = temp_dir("file");
-  const std::string good = write(dir, "s.toml", R"(
-[study]
-seeds = [3, 4]
-overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.layers=1",
-             "model.intermediate=32", "model.vocab_size=64", "model.max_positions=16",
-             "train.seq_len=12", "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2"]
+  const std::string good = write(dir, "s.toml", "[study]\nseeds = [3, 4]\n" + kTinyOverrides + R"(
 [axes]
 "model.lambda" = [0.1, 0.2]
 "model.attention" = ["original", "bp_high"]
@@ -152,12 +154,7 @@ overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.l
 TEST_CASE("study: the variants table bundles overrides into one axis, compared with its baseline",
           "[study]") {
   const std::string dir = temp_dir("variants");
-  const std::string file = write(dir, "v.toml", R"(
-[study]
-seeds = [1, 2]
-overrides = ["model.preset=custom", "model.hidden=16", "model.heads=2", "model.layers=1",
-             "model.intermediate=32", "model.vocab_size=64", "model.max_positions=16",
-             "train.seq_len=12", "train.max_steps=4", "train.warmup_steps=1", "train.eval_every=2"]
+  const std::string file = write(dir, "v.toml", "[study]\nseeds = [1, 2]\n" + kTinyOverrides + R"(
 [variants]
 original = []
 entropy = ["train.regularizer=entropy", "train.regularizer_coef=0.5"]
