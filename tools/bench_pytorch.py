@@ -3,6 +3,7 @@
 same way, so that tools/compare.sh can print saobp's speed as a ratio of PyTorch's.
 
     python3 tools/bench_pytorch.py CONFIG [section.key=value ...] [--gather | --finetune glue/sst2]
+                                   [--device cpu|cuda[:N]] [--compile] [--sdpa]
                                    [--warmup N] [--steps N] [--json FILE] [--saobp build/saobp]
 
 The run config is resolved by saobp itself (`saobp bench CONFIG ... --print-config` prints the
@@ -35,7 +36,40 @@ data.mlm_probability); --finetune: the rows above. Threads:
 train.threads, or the number of usable cores when 0 (OpenMP's default, which saobp uses).
 
 PyTorch only uses the attention variant `original`: it is the baseline saobp's variants are
-compared against.
+compared against. Its attention is written out (matmul, mask, softmax, matmul: HF's "eager"
+attention); --sdpa uses F.scaled_dot_product_attention instead (HF's default "sdpa"
+attention; the key mask, and for GPT-2 the causal mask, as one additive attn_mask; no dropout).
+
+--device cpu (the default) is the CPU bench above, unchanged. --device cuda (or cuda:N): the
+GPU twin of `saobp bench ... train.device=cuda` (tools/bench_gpu.sh runs both):
+- f32 throughout, TF32 off (torch.backends.cuda.matmul.allow_tf32 = False,
+  torch.backends.cudnn.allow_tf32 = False, torch.set_float32_matmul_precision("highest")), as
+  saobp's f32 GEMMs.
+- The model is built and initialized on the host (the same weights as on the CPU), then moved
+  to the GPU. Each step's batches are generated on the host exactly as above, outside the timed
+  region, and copied to the GPU before it (saobp also makes them outside its timed region but
+  copies its few-KiB id/label/mask tensors to the GPU inside it: a negligible difference).
+- Optimizer: torch.optim.AdamW(fused=True), the fastest eager AdamW a PyTorch user has on a
+  GPU (on the CPU: the default, neither fused nor foreach, as before). Clipping:
+  clip_grad_norm_ with its default (foreach on CUDA tensors).
+- The step is the same (including loss.item() per micro-batch, which synchronizes, as saobp's
+  step reads its loss). Timing: torch.cuda.synchronize(), a CUDA event before the step and one
+  after zero_grad, synchronize, elapsed time between them; median over the timed steps.
+- Peak memory: torch.cuda.reset_peak_memory_stats() before the model is moved to the GPU, then
+  torch.cuda.max_memory_allocated() after the last step (the most bytes of live tensors at any
+  time of the run: weights, AdamW state, gradients, activations), as saobp's
+  peak_device_memory_gib; max_memory_reserved (the caching allocator's footprint) beside it.
+- The JSON also gives the device name, the driver (nvidia-smi, else NVML), the CUDA version
+  torch was built with (torch.version.cuda) and the driver's CUDA version.
+
+--compile: the loss function (model.loss: embeddings, blocks, head, cross-entropy) wrapped in
+torch.compile (default mode, no options; backward compiled by AOTAutograd); the optimizer,
+clipping and loss.item() stay eager, as a user compiling the model would have them. Compilation
+happens in the first warm-up step (forward) and its backward: at least 2 warm-up steps are
+required and the JSON's compile_s is the wall time of the first step (compilation included);
+the timed steps come after the warm-up as usual. Needs torch >= 2.0 (Debian's 1.13 has no
+torch.compile). On the CPU it compiles too (Inductor's C++ backend), but the CPU comparison
+of tools/compare.sh is eager.
 """
 import argparse
 import json
@@ -61,12 +95,15 @@ class BertSelfAttention(nn.Module):
         super().__init__()
         self.NH, self.HS = NH, C // NH
         self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+        self.sdpa = False  # --sdpa
 
     def forward(self, x, ext_mask):
         B, T, C = x.shape
         q = self.query(x).view(B, T, self.NH, self.HS).transpose(1, 2)
         k = self.key(x).view(B, T, self.NH, self.HS).transpose(1, 2)
         v = self.value(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        if self.sdpa:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=ext_mask).transpose(1, 2).reshape(B, T, C)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS) + ext_mask
         a = torch.softmax(s, dim=-1)  # attention_probs_dropout_prob = 0
         return torch.matmul(a, v).transpose(1, 2).reshape(B, T, C)
@@ -112,7 +149,7 @@ class BertEncoder(nn.Module):  # HF's BertModel without its pooler: embeddings a
 
     def encode(self, ids, key_mask, type_ids=None):
         B, T = ids.shape
-        pos = torch.arange(T).unsqueeze(0)
+        pos = torch.arange(T, device=ids.device).unsqueeze(0)
         types = torch.zeros_like(ids) if type_ids is None else type_ids
         x = self.word_embeddings(ids) + self.position_embeddings(pos) + self.token_type_embeddings(types)
         x = self.emb_drop(self.emb_ln(x))
@@ -179,14 +216,18 @@ class GPT2Block(nn.Module):
         self.c_attn, self.attn_proj = Conv1D(C, 3 * C), Conv1D(C, C)
         self.c_fc, self.mlp_proj = Conv1D(C, I), Conv1D(I, C)
         self.resid_drop, self.mlp_drop = nn.Dropout(p), nn.Dropout(p)
+        self.sdpa = False  # --sdpa
 
     def forward(self, x, ext_mask, causal):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.NH, self.HS).transpose(1, 2) for t in (q, k, v))
-        s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
-        s = torch.where(causal, s, torch.tensor(torch.finfo(s.dtype).min)) + ext_mask
-        a = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, C)
+        if self.sdpa:  # ext_mask: the causal and key masks as one additive [B, 1, T, T] mask
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=ext_mask).transpose(1, 2).reshape(B, T, C)
+        else:
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
+            s = torch.where(causal, s, torch.tensor(torch.finfo(s.dtype).min, device=s.device)) + ext_mask
+            a = torch.matmul(torch.softmax(s, dim=-1), v).transpose(1, 2).reshape(B, T, C)
         x = x + self.resid_drop(self.attn_proj(a))
         h = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
         return x + self.mlp_drop(h)
@@ -204,9 +245,11 @@ class GPT2LMHeadModel(nn.Module):
 
     def loss(self, ids, key_mask, targets, gather):
         B, T = ids.shape
-        x = self.drop(self.wte(ids) + self.wpe(torch.arange(T).unsqueeze(0)))
-        causal = torch.ones(T, T, dtype=torch.bool).tril().view(1, 1, T, T)
+        x = self.drop(self.wte(ids) + self.wpe(torch.arange(T, device=ids.device).unsqueeze(0)))
+        causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril().view(1, 1, T, T)
         ext = (1.0 - key_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        if self.h[0].sdpa:  # one additive mask: min where j > i, else the key mask's term
+            ext = torch.where(causal, ext, torch.tensor(torch.finfo(torch.float32).min, device=ids.device))
         for block in self.h:
             x = block(x, ext, causal)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head, no bias
@@ -309,6 +352,55 @@ def others_fraction(a, b):
     return max(0.0, ((b[2] - a[2]) - (b[3] - a[3])) / (b[1] - a[1]))
 
 
+# -------------------------------------------------------------------------------------- GPU
+def setup_cuda(spec):
+    """The CUDA device of --device cuda[:N], with TF32 off; exits with a message when there is none."""
+    if not torch.cuda.is_available():
+        built = torch.version.cuda
+        sys.exit(f"bench_pytorch: --device {spec}: no CUDA device is usable here (torch {torch.__version__}, "
+                 + (f"built with CUDA {built}; " if built else "built without CUDA; ")
+                 + "torch.cuda.is_available() is False). Run it on a GPU machine, or use --device cpu.")
+    dev = torch.device(spec)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        sys.exit(f"bench_pytorch: --device {spec}: there are {torch.cuda.device_count()} CUDA devices")
+    dev = torch.device("cuda", index)
+    torch.cuda.set_device(dev)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return dev
+
+
+def cuda_report(dev):
+    """Device name, driver version and CUDA versions, for the log and the JSON."""
+    info = {"device_name": torch.cuda.get_device_name(dev), "cuda_version": torch.version.cuda,
+            "cudnn_version": torch.backends.cudnn.version(), "driver": None, "driver_cuda_version": None,
+            "capability": ".".join(map(str, torch.cuda.get_device_capability(dev))),
+            "memory_gib": torch.cuda.get_device_properties(dev).total_memory / 2**30}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i",
+                              str(dev.index)], capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            info["driver"] = out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if info["driver"] is None:
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            v = pynvml.nvmlSystemGetDriverVersion()
+            info["driver"] = v.decode() if isinstance(v, bytes) else v
+        except Exception:  # no NVML either: left null
+            pass
+    try:
+        v = torch._C._cuda_getDriverVersion()  # e.g. 13000: the newest CUDA the driver runs
+        info["driver_cuda_version"] = f"{v // 1000}.{v % 1000 // 10}"
+    except Exception:
+        pass
+    return info
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
@@ -321,13 +413,29 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--saobp", default=os.environ.get("SAOBP", "build/saobp"), help="the saobp binary")
     ap.add_argument("--allow-any-blas", action="store_true", help="do not stop when OpenBLAS is not the BLAS in use")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N (the GPU twin of saobp bench "
+                    "train.device=cuda: f32, TF32 off, fused AdamW, CUDA-event timing, peak memory)")
+    ap.add_argument("--compile", action="store_true", help="wrap the loss function (the model) in torch.compile "
+                    "(default mode); compilation happens in the warm-up steps and is reported apart")
+    ap.add_argument("--sdpa", action="store_true", help="attention by F.scaled_dot_product_attention (HF's sdpa) "
+                    "instead of the written-out matmul/softmax (HF's eager)")
     a = ap.parse_args()
     if a.steps < 20:
         ap.error("--steps must be at least 20")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", a.device):
+        ap.error(f"--device {a.device}: expected cpu, cuda or cuda:N")
+    cuda = a.device.startswith("cuda")
+    if a.compile and not hasattr(torch, "compile"):
+        sys.exit(f"bench_pytorch: --compile needs torch >= 2.0 (torch.compile); this is torch {torch.__version__}")
+    if a.sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        sys.exit(f"bench_pytorch: --sdpa needs torch >= 2.0 (F.scaled_dot_product_attention); this is torch {torch.__version__}")
+    if a.compile and a.warmup < 2:
+        ap.error("--compile needs --warmup of at least 2 (the first step compiles the forward and the backward)")
     if a.finetune and a.finetune != "glue/sst2":
         ap.error(f"--finetune {a.finetune}: only glue/sst2 (BERT sequence classification) is timed")
     if a.finetune and a.gather:
         ap.error("--gather is the MLM head's; --finetune has a classification head")
+    dev, gpu = (setup_cuda(a.device), None) if cuda else (None, None)  # before anything else: fail fast
     toml = subprocess.run([a.saobp, "bench", a.config, *a.overrides, "--print-config"], check=True,
                           capture_output=True, text=True).stdout
     cfg = tomllib.loads(toml)
@@ -335,11 +443,19 @@ def main():
     threads = t["threads"] or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     torch.manual_seed(t["seed"])
+    if str(t.get("device", "cpu")) != "cpu" and not cuda:
+        print(f"  note: the config says train.device={t['device']}; this run is on the CPU (--device cpu)")
 
     built, mapped = blas_report()
     print(f"bench_pytorch: torch {torch.__version__}, built with {' '.join(built) or '(no BLAS_INFO)'}")
     print(f"  BLAS mapped in this process: {', '.join(mapped) or '(none found)'}")
-    if not any("openblas" in p for p in mapped):
+    if cuda:
+        gpu = cuda_report(dev)
+        print(f"  device {dev}: {gpu['device_name']} (compute capability {gpu['capability']}, "
+              f"{gpu['memory_gib']:.1f} GiB), driver {gpu['driver'] or '(unknown)'} (CUDA "
+              f"{gpu['driver_cuda_version'] or '?'}), torch built with CUDA {gpu['cuda_version']}, "
+              f"cuDNN {gpu['cudnn_version']}; TF32 off (matmul and cuDNN), float32 matmul precision highest")
+    elif not any("openblas" in p for p in mapped):
         msg = "OpenBLAS is not the BLAS torch uses here; see tools/compare.sh (update-alternatives libblas.so.3)"
         if not a.allow_any_blas:
             sys.exit("bench_pytorch: " + msg)
@@ -352,24 +468,42 @@ def main():
         model = BertForSequenceClassification(m, 2)
     else:
         model = BertForMaskedLM(m) if family == "bert" else GPT2LMHeadModel(m)
+    if a.sdpa:
+        for mod in model.modules():
+            if hasattr(mod, "sdpa"):
+                mod.sdpa = True
+    if cuda:  # initialized on the host (the CPU run's weights), then moved
+        torch.cuda.reset_peak_memory_stats(dev)
+        model.to(dev)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
+                            lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                            **({"fused": True} if cuda else {}))
     model.train()
+    loss_fn = model.loss
+    if a.compile:
+        loss_fn = torch.compile(model.loss)
     n_params = sum(p.numel() for p in model.parameters())
     mode = ("gather (head at masked positions)" if a.gather else "HF (head at all positions)") if family == "bert" else ""
     if a.finetune:
         mode = f"fine-tuning {a.finetune} (BertForSequenceClassification, 2 labels; rows of T tokens, no padding)"
     print(f"  {family} {m['preset']} ({n_params} parameters), attention original (PyTorch baseline), B={B} T={T} "
           f"grad_accum={accum} ({B * T * accum} tokens/step), {threads} threads, f32 {mode}")
+    if cuda or a.compile or a.sdpa:
+        print(f"  on {dev if cuda else 'cpu'}: {'torch.compile (default mode) of the loss function' if a.compile else 'eager'}, "
+              f"attention {'F.scaled_dot_product_attention' if a.sdpa else 'written out (matmul, softmax)'}, "
+              f"AdamW {'fused=True' if cuda else 'default (for-loop)'}, clip_grad_norm_ default")
     if m["attention"] != "original":
         print(f"  note: the config asks for attention {m['attention']}; PyTorch runs the standard attention")
 
     g = torch.Generator().manual_seed(t["seed"])
     times, loss = [], 0.0
     cpu0 = None
+    compile_s = None
+    if cuda:
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for step in range(a.warmup + a.steps):
         if a.finetune:
             batches = [sst2_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
@@ -378,19 +512,31 @@ def main():
                        else clm_batch(B, T, m["vocab_size"], g) for _ in range(accum)]
         for group in opt.param_groups:
             group["lr"] = lr_at(t, step)
+        if cuda:  # copied before the timed region; the GPU idle when it starts
+            batches = [tuple(x.to(dev) for x in b) for b in batches]
+            torch.cuda.synchronize(dev)
         if step == a.warmup:
             cpu0 = cpu_times()
         t0 = time.perf_counter()
+        if cuda:
+            ev0.record()
         loss_sum = 0.0
         for ids, labels, key_mask in batches:
-            l = model.loss(ids, key_mask, labels, a.gather)
+            l = loss_fn(ids, key_mask, labels, a.gather)
             loss_sum += l.item()
             (l / accum).backward()
         if t["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
         opt.step()
         opt.zero_grad(set_to_none=True)  # as saobp, which drops the gradients (the next backward writes them)
-        dt = time.perf_counter() - t0
+        if cuda:
+            ev1.record()
+            ev1.synchronize()
+            dt = ev0.elapsed_time(ev1) / 1e3
+        else:
+            dt = time.perf_counter() - t0
+        if step == 0 and a.compile:
+            compile_s = time.perf_counter() - t0
         loss = loss_sum / accum
         if step >= a.warmup:
             times.append(dt)
@@ -401,6 +547,13 @@ def main():
     print(f"steps: {a.warmup} warm-up, {len(times)} timed; last loss {loss:.4f}")
     print(f"ms/step: median {1e3 * med:.1f} (min {1e3 * min(times):.1f}, max {1e3 * max(times):.1f})")
     print(f"tokens/s: {tokens / med:.0f} (median step)")
+    peak = reserved = None
+    if cuda:
+        peak = torch.cuda.max_memory_allocated(dev) / 2**30
+        reserved = torch.cuda.max_memory_reserved(dev) / 2**30
+        print(f"peak device memory: {peak:.3f} GiB allocated (max_memory_allocated), {reserved:.3f} GiB reserved")
+    if compile_s is not None:
+        print(f"compile: first step {compile_s:.1f} s wall (torch.compile of the forward and backward included)")
     if steal >= 0:
         print(f"machine: {100 * steal:.1f}% of CPU time stolen by the hypervisor during the timed steps")
     if others >= 0:
@@ -413,7 +566,11 @@ def main():
                        "tokens_per_step": tokens, "threads": threads, "warmup": a.warmup, "steps": len(times),
                        "ms_per_step_median": 1e3 * med, "ms_per_step_min": 1e3 * min(times),
                        "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss,
-                       "steal_fraction": steal, "others_fraction": others}, f, indent=2)
+                       "steal_fraction": steal, "others_fraction": others,
+                       "device": str(dev) if cuda else "cpu", "compile": a.compile, "compile_s": compile_s,
+                       "sdpa": a.sdpa, "optimizer": "AdamW(fused=True)" if cuda else "AdamW",
+                       "tf32": False if cuda else None, "peak_device_memory_gib": peak,
+                       "peak_device_memory_reserved_gib": reserved, **(gpu or {})}, f, indent=2)
 
 
 if __name__ == "__main__":

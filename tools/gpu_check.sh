@@ -1,40 +1,53 @@
 #!/usr/bin/env bash
-# Everything saobp checks on a GPU node, in one go and one log: builds the CUDA backend (with the
-# Debian packages of .deps/ unpacked into a prefix of its own when the machine lacks them: an
-# offline GPU node), then runs `saobp info`, every test of that build ([cuda] cases included:
-# each CUDA kernel against its CPU twin, run-to-run bitwise checks), and the GPU benchmarks.
+# Everything saobp checks on a GPU node, in one go and one log: the build (or a build made
+# elsewhere), `saobp info`, the [cuda] tests (each CUDA kernel against its CPU twin, GPU training
+# against the CPU's losses, bitwise reruns, checkpoints across devices), a training run, the kill
+# test and data-parallel ranks on the GPU, the Hugging Face transformers check and the benchmarks
+# side by side with PyTorch.
 #
 #   tools/gpu_check.sh [LOG]     LOG: default $OUT/gpu_check.log where $OUT is set, else
 #                                build-cuda/gpu_check.log
 #
-# On the offline node: copy the repository with .deps/ (tools/offline_deps.sh fetch, run where
-# there is a network) and run this script. Environment: SAOBP_GPU_JOBS (build jobs, default
-# nproc), SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps),
-# SAOBP_OFFLINE_DEPS=1 (use .deps/ even where the system has the packages: how this script is
-# tried on a connected machine), SAOBP_GPU_STAGES (a space-separated subset of: build info
-# tests kernels train bench; default all).
+# The build: where build-cuda/ holds a saobp and saobp_tests built on another x86-64 Linux
+# machine (a connected one, with the same build dependencies) and `saobp info` runs here, they
+# are used as they are (SAOBP_GPU_PREBUILT=0 forbids it); else the CUDA backend is built here
+# into build-gpu/, with the Debian packages of .deps/ unpacked into a prefix of its own when the
+# machine lacks them (an offline GPU node: tools/offline_deps.sh fetch --mpi where there is a
+# network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
+# SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
+# (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
+# subset of: build info tests kernels train kill mpi hf bench torch; default all but tests, the
+# CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels stage, default
+# [cuda]). Each stage has a time limit; a failing stage is logged and the next one still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 log=${1:-${OUT:+$OUT/gpu_check.log}}
 log=${log:-build-cuda/gpu_check.log}
-mkdir -p "$(dirname "$log")" build-cuda
+mkdir -p "$(dirname "$log")"
+log=$(realpath "$log")
+out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info tests kernels train bench}
+stages=${SAOBP_GPU_STAGES:-build info kernels train kill mpi hf bench torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
+t_start=$SECONDS
 
 say() { echo "$*" | tee -a "$log"; }
-# Runs a stage, its output into the log; a failing stage is recorded and the next one still runs
-# (one call on a lent GPU should bring back as much as it can).
+# stage NAME LIMIT_S CMD...: runs CMD into the log under a time limit; a failure is recorded.
 stage() {
-  local name=$1
-  shift
+  local name=$1 limit=$2
+  shift 2
   [[ " $stages " == *" $name "* ]] || return 0
-  say "== $name: $*"
+  say "== $name ($((SECONDS - t_start)) s in): $*"
   local t0=$SECONDS
-  "$@" >>"$log" 2>&1
+  if declare -F "$1" >/dev/null; then  # a function of this script: timeout runs programs only
+    timeout -k 5 "$limit" bash -c "$(declare -f "$1"); $(printf '%q ' "$@")" >>"$log" 2>&1
+  else
+    timeout -k 5 "$limit" "$@" >>"$log" 2>&1
+  fi
   local rc=$?
+  ((rc == 124)) && say "== $name: stopped at its limit of $limit s"
   say "== $name: rc $rc, $((SECONDS - t0)) s"
   ((rc == 0)) || failed+=("$name")
   return 0
@@ -50,54 +63,117 @@ if [[ ${SAOBP_OFFLINE_DEPS:-0} == 1 ]] || ! [[ -f /usr/include/eigen3/Eigen/Core
     }
   fi
   eval "$(bash tools/offline_deps.sh env "$prefix")"
-  say "gpu_check: build dependencies from $prefix (.deps/)"
+  say "gpu_check: dependencies from $prefix (.deps/)"
 fi
+# CUDA's libraries (cuBLAS) where the toolkit keeps them.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $d ]] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
+done
 
 nvcc_bin=$(command -v nvcc || true)
 [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]] && nvcc_bin=/usr/local/cuda/bin/nvcc
-[[ -n $nvcc_bin ]] || {
-  say "gpu_check: nvcc not found"
-  exit 1
-}
-say "gpu_check: $(uname -n), $(nproc) cores, $($nvcc_bin --version | tail -1)"
+say "gpu_check: $(uname -n), $(nproc) cores, ${nvcc_bin:+$($nvcc_bin --version | tail -1)}"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap \
   --format=csv,noheader 2>&1 | tee -a "$log"
 
-configure_and_build() {
-  local args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin")
-  [[ -n ${PKG_CONFIG:-} ]] && args+=(-DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG")
-  cmake -S "$root" -B build-cuda "${args[@]}" && ninja -C build-cuda -j "$jobs"
+# ---- the binaries: carried, or built here ------------------------------------------------------
+# A build made elsewhere runs here when it loads and this processor has every vector extension of
+# the one it was compiled for (-march=native; build-cuda/host_flags.txt lists them).
+say "gpu_check: processor $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+isa_ok() {
+  [[ -f build-cuda/host_flags.txt ]] || return 1
+  local f missing=""
+  for f in $(cat build-cuda/host_flags.txt); do
+    grep -qw "$f" /proc/cpuinfo || missing+=" $f"
+  done
+  [[ -z $missing ]] || say "gpu_check: this processor lacks$missing: the build is made here"
+  [[ -z $missing ]]
 }
-stage build configure_and_build
-if [[ " ${failed[*]} " == *" build "* ]]; then
-  tail -40 "$log"
-  say "gpu_check: the build failed (log: $log)"
-  exit 1
+bin=""
+if [[ ${SAOBP_GPU_PREBUILT:-1} == 1 && -x build-cuda/saobp ]] && isa_ok && build-cuda/saobp info >/dev/null 2>>"$log"; then
+  bin=build-cuda
+  # The tests find tests/fixtures and configs through the source folder compiled into them.
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-cuda/CMakeCache.txt 2>/dev/null)
+  if [[ -n $src && $src != "$root" && ! -e $src ]]; then
+    mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"
+  fi
+  say "gpu_check: the binaries of build-cuda/ (built elsewhere; sources linked at ${src:-?})"
+  stages=$(echo " $stages " | sed 's/ build / /g')
+else
+  bin=build-gpu
+  configure_and_build() {
+    [[ -n $nvcc_bin ]] || {
+      echo "gpu_check: nvcc not found"
+      return 1
+    }
+    local args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DSAOBP_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin")
+    [[ -n ${PKG_CONFIG:-} ]] && args+=(-DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG")
+    cmake -S "$root" -B build-gpu "${args[@]}" && ninja -C build-gpu -j "$jobs"
+  }
+  stages="build $stages"
+  stage build 900 configure_and_build
+  if [[ " ${failed[*]} " == *" build "* ]]; then
+    tail -40 "$log"
+    say "gpu_check: the build failed (log: $log)"
+    exit 1
+  fi
 fi
+export saobp=$root/$bin/saobp work
+work=$(mktemp -d)
 
-stage info build-cuda/saobp info
-# Every test of the CUDA build: the CPU suite (the same binary must still pass it) and the
-# [cuda] cases, which run here when a GPU is present and are skipped otherwise.
-stage tests env OMP_NUM_THREADS=4 ctest --test-dir build-cuda -j 4 --output-on-failure
-stage kernels build-cuda/tests/saobp_tests "[cuda]" --durations yes
-# A training run on the GPU end to end (the quickstart model on synthetic data), and the step
-# benchmarks of the Mini models at T = 128 on the GPU (ms/step, tokens/s), both attentions.
-gpu_train() {
-  build-cuda/saobp train configs/quickstart.toml data.kind=synthetic train.device=cuda train.max_steps=200 \
-    train.eval_every=100 train.run_dir=build-cuda/gpu-train --overwrite
-}
-stage train gpu_train
-gpu_bench() {
-  local rc=0
-  for config in configs/bert-mini.toml configs/gpt2-mini.toml; do
-    for attention in original bp_high; do
-      build-cuda/saobp bench "$config" train.device=cuda model.attention=$attention data.kind=synthetic \
-        --json "build-cuda/bench-$(basename "$config" .toml)-$attention.json" || rc=1
+stage info 60 "$saobp" info
+stage tests 600 env OMP_NUM_THREADS=4 ctest --test-dir "$bin" -j 4 --output-on-failure
+stage kernels 420 env OMP_NUM_THREADS=8 "$bin/tests/saobp_tests" "${SAOBP_GPU_TEST_SPEC:-[cuda]}" --durations yes
+
+# A training run end to end (the quickstart model on synthetic data), with its log lines.
+stage train 120 "$saobp" train configs/quickstart.toml data.kind=synthetic train.device=cuda train.max_steps=200 \
+  train.eval_every=100 train.log_every=50 train.run_dir="$work/train"
+# The kill test of the checkpoint swap, on the GPU.
+stage kill 180 env SAOBP_TEST_DEVICE=cuda bash tests/train/kill_test.sh "$saobp"
+# Two ranks sharing the GPU against one process with grad_accum 2: bitwise the same weights.
+gpu_mpi() {
+  command -v mpirun >/dev/null || {
+    echo "no mpirun (bring .deps/ from tools/offline_deps.sh fetch --mpi)"
+    return 1
+  }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+  local rc=0 family
+  for family in bert gpt2; do
+    local o=(model.family=$family model.preset=custom model.vocab_size=64 data.vocab_size=64 model.hidden=32 model.layers=2
+      model.heads=2 model.intermediate=64 model.max_positions=32 model.attention=bp_high data.kind=synthetic
+      train.seq_len=16 train.batch_size=4 train.max_steps=20 train.warmup_steps=2 train.lr=3e-3
+      train.eval_every=0 train.device=${MPI_DEVICE:-cuda} train.log_every=0)
+    "$saobp" train configs/quickstart.toml "${o[@]}" train.grad_accum=2 train.run_dir="$work/mpi-$family-1" --quiet || return 1
+    mpirun --oversubscribe --bind-to none -np 2 "$saobp" train configs/quickstart.toml "${o[@]}" train.grad_accum=1 \
+      train.run_dir="$work/mpi-$family-2" --quiet || return 1
+    for f in model.safetensors optimizer.safetensors; do
+      if cmp -s "$work/mpi-$family-1/final/$f" "$work/mpi-$family-2/final/$f"; then
+        echo "mpi $family: 2 ranks on ${MPI_DEVICE:-cuda} == 1 process with grad_accum 2 in $f (bitwise)"
+      else
+        echo "mpi $family: FAIL: 2 ranks and 1 process differ in $f"
+        rc=1
+      fi
     done
   done
   return $rc
 }
-stage bench gpu_bench
+stage mpi 120 gpu_mpi
+# The real transformers library as a client of saobp's folders (python3 with torch, transformers).
+stage hf 240 env PYTHONUNBUFFERED=1 python3 tools/check_hf_transformers.py --saobp "$saobp" --device cuda \
+  --json "$out_dir/hf_check.json"
+# saobp's GPU steps alone (Mini models, both attentions), then side by side with PyTorch.
+gpu_bench() {
+  local rc=0 config attention
+  for config in configs/bert-mini.toml configs/gpt2-mini.toml; do
+    for attention in original bp_high; do
+      "$saobp" bench "$config" train.device=cuda model.attention=$attention data.kind=synthetic || rc=1
+    done
+  done
+  return $rc
+}
+stage bench 120 gpu_bench
+stage torch 420 env SAOBP="$saobp" bash tools/bench_gpu.sh "$out_dir/bench_gpu.md"
 
-say "gpu_check: stages run: $stages; failed: ${failed[*]:-none} (log: $log)"
+rm -rf "$work"
+say "gpu_check: stages run: $stages; failed: ${failed[*]:-none}; $((SECONDS - t_start)) s (log: $log)"
 ((${#failed[@]} == 0))

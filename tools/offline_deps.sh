@@ -29,6 +29,7 @@ mpi_packages=(
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15 libevent-core-2.1-7
   libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 librdmacm1 libpsm2-2 libpsm-infinipath1
   libnl-3-200 libnl-route-3-200 libnuma1 libltdl7 libmunge2 libgfortran5 libpciaccess0 libxnvctrl0
+  libudev1
 )
 arch=x86_64-linux-gnu
 

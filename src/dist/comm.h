@@ -27,6 +27,9 @@ class Session {
 bool built();  // compiled with MPI
 int rank();    // 0 when MPI is not running
 int size();    // 1 when MPI is not running
+// This process's rank among the ranks on its host (MPI_COMM_TYPE_SHARED), 0 when MPI is not
+// running: train.device = "cuda" takes GPU local_rank mod device_count.
+int local_rank();
 inline bool root() { return rank() == 0; }
 std::string host();  // this process's host name
 

@@ -11,6 +11,8 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "tensor/device_info.h"
+#include "tensor/dtype.h"
 
 namespace saobp {
 namespace {
@@ -33,8 +35,10 @@ std::string blame(const ConfigOrigins& origins, std::initializer_list<std::pair<
   return best;
 }
 
-// Refuses a run whose sizes overflow 64-bit products or whose memory estimate exceeds this
-// machine's physical memory (run_memory_estimate), naming the key and the estimate in GiB.
+// Refuses a run whose sizes overflow 64-bit products or whose memory estimate exceeds the memory
+// of the device it trains on (run_memory_estimate): this machine's physical memory, or the GPU's
+// of train.device = "cuda[:N]" (where no such GPU is seen, run_device refuses the run instead),
+// naming the key and the estimate in GiB.
 void check_run_size(const RunConfig& c, const ConfigOrigins& origins) {
   const ModelSection& m = c.model;
   const TrainSection& t = c.train;
@@ -64,14 +68,27 @@ void check_run_size(const RunConfig& c, const ConfigOrigins& origins) {
   if (r.activation_bytes < 0)
     fail("config", "{}{}: the activations of one batch overflow 64 bits ({})", at(batch_key), batch_key,
          sizes);
-  const double phys = static_cast<double>(physical_memory_bytes());
+  double phys = static_cast<double>(physical_memory_bytes());
+  std::string where = "this machine's";
+  if (t.device == "cuda" || t.device.rfind("cuda:", 0) == 0) {  // a malformed name is refused by its check
+    Device d;
+    try {
+      d = Device::parse(t.device);
+    } catch (const Error&) {
+    }
+    phys = 0;
+    if (d.is_cuda() && cuda::available() && d.index >= 0 && d.index < cuda::device_count()) {
+      phys = static_cast<double>(cuda::device_properties(d.index).total_bytes);
+      where = fmt::format("{}'s", d.str());
+    }
+  }
   const double params = static_cast<double>(r.param_bytes), acts = static_cast<double>(r.activation_bytes);
   if (phys > 0 && params + acts > phys)
     fail("config",
          "{}{}: this run needs about {:.1f} GiB ({:.1f} GiB of parameters, gradients and AdamW moments, "
-         "{:.1f} GiB of activations of one micro-batch), more than this machine's {:.1f} GiB of memory ({})",
+         "{:.1f} GiB of activations of one micro-batch), more than {} {:.1f} GiB of memory ({})",
          at(params > acts ? model_key : batch_key), params > acts ? model_key : batch_key,
-         (params + acts) / kGiB, params / kGiB, acts / kGiB, phys / kGiB, sizes);
+         (params + acts) / kGiB, params / kGiB, acts / kGiB, where, phys / kGiB, sizes);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "autograd/ops.h"
+#include "dist/comm.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "tensor/device_info.h"
@@ -121,7 +122,7 @@ nlohmann::json sequence_hf_config(const ModelSection& m, const char* bert_archit
 
 Device run_device(const RunConfig& cfg) {
   const std::string& name = cfg.train.device;
-  const Device d = Device::parse(name);
+  Device d = Device::parse(name);
   if (d.is_cpu()) return d;
   if (!cuda::built())
     fail("train", "train.device '{}': this build has no CUDA backend (reconfigure with -DSAOBP_CUDA=ON)",
@@ -134,6 +135,9 @@ Device run_device(const RunConfig& cfg) {
   if (d.index < 0 || d.index >= n)
     fail("train", "train.device '{}': this machine has {} GPU{} (cuda:0{})", name, n, n == 1 ? "" : "s",
          n == 1 ? "" : fmt::format(" to cuda:{}", n - 1));
+  // "cuda" without an index: under mpirun each rank takes the GPU of its rank on the host, modulo
+  // the GPUs there (ranks share one when there are more ranks than GPUs); "cuda:N" is N for all.
+  if (name == "cuda" || name == "gpu") d = Device::cuda(dist::local_rank() % n);
   return d;
 }
 

@@ -117,6 +117,7 @@ std::unique_ptr<Task> make_cls_task(const RunConfig& cfg);
 std::unique_ptr<Body> make_body(const RunConfig& cfg);
 // train.device as a Device this build and machine can run on: "cpu", or "cuda" / "cuda:N" with a
 // CUDA build that sees that GPU; anything else is refused naming the key and what is missing.
+// Under mpirun "cuda" is GPU local_rank mod device_count (dist::local_rank), "cuda:N" is N.
 // make_body builds the model there; a batch made on the host crosses at the model's entry.
 Device run_device(const RunConfig& cfg);
 

@@ -246,7 +246,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   };
 
   const int64_t tokens_per_step = tc.batch_size * tc.seq_len * tc.grad_accum;
-  const Device device = Device::parse(tc.device);
+  const Device device = run_device(cfg);
   double avg_secs = 0;
   while (state.step < tc.max_steps) {
     const auto t0 = std::chrono::steady_clock::now();

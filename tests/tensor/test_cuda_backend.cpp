@@ -707,3 +707,60 @@ TEST_CASE("cuda regularizers: f64 gradcheck of Entropy-Reg and Eigen-Reg on the 
       },
       {randn({6, 5}, DType::f64, 67), randn({6, 5}, DType::f64, 68)});
 }
+
+TEST_CASE("cuda rope forward and inverse match the CPU's, in place too", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for (DType dt : kFloating)
+    for (bool inverse : {false, true})
+      for (double base : {10000.0, 2.0}) {
+        INFO(dtype_name(dt) << " inverse " << inverse << " base " << base);
+        // T = 300 reaches angles t θ_0 of hundreds of radians, where float angles would drift.
+        const Tensor x = randn({2, 3, 300, 10}, dt, 70, 2.0);
+        Tensor y_c = x.empty_like(), y_g = Tensor::empty(x.shape(), dt, kGpu);
+        kern::rope(x, base, inverse, y_c);
+        kern::rope(gpu(x), base, inverse, y_g);
+        CHECK_CLOSE(y_c, y_g, dt);
+        Tensor z = gpu(x);  // y aliasing x
+        kern::rope(z, base, inverse, z);
+        CHECK(bitwise_equal(y_g, z));
+        Tensor y_g2 = Tensor::empty(x.shape(), dt, kGpu);
+        kern::rope(gpu(x), base, inverse, y_g2);
+        CHECK(bitwise_equal(y_g, y_g2));
+      }
+}
+
+TEST_CASE("cuda sink_gate keeps the CPU's heads, with padding and empty tiles", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t B = 3, NH = 4, T = 23;
+  // Sequence 1 pads its last 5 tokens; sequence 2 is all padding (a tile without token rows).
+  Tensor key_mask = Tensor::full({B, T}, 1.0, DType::u8);
+  Tensor tail = key_mask.slice(0, 1, 2).slice(1, T - 5, T);
+  kern::fill(tail, 0.0);
+  Tensor empty_row = key_mask.slice(0, 2, 3);
+  kern::fill(empty_row, 0.0);
+  for (DType dt : kFloating)
+    for (bool masked : {false, true})
+      for (double tau : {0.1, 0.3, 0.9})
+        for (double fraction : {0.0, 0.25, 0.5}) {
+          INFO(dtype_name(dt) << " masked " << masked << " tau " << tau << " fraction " << fraction);
+          // Rows of a softmax with scaled logits: some heads peaked (sinky), some flat.
+          Tensor logits = randn({B, NH, T, T}, DType::f64, 71, 1.0);
+          std::vector<double> scaled = logits.to_vector<double>();
+          for (size_t i = 0; i < scaled.size(); ++i)
+            scaled[i] *= 1.0 + 3.0 * static_cast<double>(i / (T * T) % NH);
+          Tensor probs = Tensor::empty({B, NH, T, T}, DType::f64);
+          kern::softmax_forward(Tensor::from_vector(scaled, {B, NH, T, T}), Tensor(), probs, false);
+          probs = probs.to(dt);
+          const Tensor km = masked ? key_mask : Tensor();
+          Tensor keep_c = Tensor::empty({B, NH}, dt), keep_g = Tensor::empty({B, NH}, dt, kGpu);
+          kern::sink_gate(probs, km, tau, fraction, keep_c);
+          kern::sink_gate(gpu(probs), masked ? gpu(km) : Tensor(), tau, fraction, keep_g);
+          CHECK(bitwise_equal(keep_c, keep_g));
+        }
+}

@@ -8,8 +8,9 @@
 # the run directory byte-identical), and the run finished by `--resume` must end with final
 # weights bitwise identical to an uninterrupted run's. The test-only hook
 # SAOBP_TEST_PAUSE_IN_SAVE=POINT:N (train/checkpoint.h) stops the Nth save at POINT to be killed.
-# Usage: kill_test.sh PATH/TO/saobp. About 4 s of CPU time; 35 s of wall time were measured on a
-# 2-core machine shared with other builds (the processes start, pause and wait to be killed).
+# Usage: kill_test.sh PATH/TO/saobp (SAOBP_TEST_DEVICE=cuda: the runs train on the GPU, as
+# tools/gpu_check.sh does). About 4 s of CPU time; 35 s of wall time were measured on a 2-core
+# machine shared with other builds (the processes start, pause and wait to be killed).
 set -euo pipefail
 saobp=$1
 work=$(mktemp -d "${TMPDIR:-/tmp}/saobp-kill-test.XXXXXX")
@@ -40,6 +41,7 @@ grad_accum = 2
 eval_batches = 1
 threads = 1
 TOML
+echo "device = \"${SAOBP_TEST_DEVICE:-cpu}\"" >>"$work/run.toml"
 run=$work/run
 fail() {
   echo "kill test: $*" >&2

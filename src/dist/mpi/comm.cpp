@@ -16,6 +16,7 @@ namespace saobp::dist {
 namespace {
 
 constexpr size_t kPiece = size_t{1} << 30;
+int local_rank_ = 0;  // set once by Session, a collective every rank makes at its start
 
 bool running() {
   int init = 0, done = 0;
@@ -45,6 +46,14 @@ Session::Session(int& argc, char**& argv) {
   check(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   // Errors return codes (turned into saobp::Error) instead of MPI's default abort.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // The rank among those sharing this host's memory (the GPU a rank takes, task.cpp's run_device).
+  MPI_Comm host = MPI_COMM_NULL;
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &host),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(host, &local_rank_);
+  MPI_Comm_free(&host);
 }
 
 Session::~Session() {
@@ -66,6 +75,8 @@ int size() {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
+
+int local_rank() { return running() ? local_rank_ : 0; }
 
 void abort(int code) {
   if (running() && size() > 1) MPI_Abort(MPI_COMM_WORLD, code);

@@ -23,8 +23,9 @@ void use_device(int index, const char* op);
 // checked that every tensor of the call lives there).
 inline void use_device_of(const Tensor& out, const char* op) { use_device(out.device().index, op); }
 
-// Geometry of N operands over `shape` (collapse_dims, backend.h), innermost dim first. Throws
-// when more than kMaxDims remain.
+// Geometry of N operands over `shape` (collapse_dims, backend.h), outermost dim first as the
+// Indexer's offsets() reads it (and as collapse_dims returns them). Throws when more than
+// kMaxDims remain.
 template <int N>
 Indexer<N> make_indexer(const Shape& shape, const std::array<const Shape*, N>& strides, const char* op) {
   const CollapsedDims<N> c = collapse_dims<N>(shape, strides);
@@ -34,9 +35,8 @@ Indexer<N> make_indexer(const Shape& shape, const std::array<const Shape*, N>& s
   Indexer<N> ix;
   ix.dims = static_cast<int>(c.size.size());
   for (int d = 0; d < ix.dims; ++d) {
-    const size_t from = c.size.size() - 1 - static_cast<size_t>(d);
-    ix.size[d] = c.size[from];
-    for (int k = 0; k < N; ++k) ix.stride[k][d] = c.stride[k][from];
+    ix.size[d] = c.size[static_cast<size_t>(d)];
+    for (int k = 0; k < N; ++k) ix.stride[k][d] = c.stride[k][static_cast<size_t>(d)];
   }
   return ix;
 }
