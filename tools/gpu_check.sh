@@ -166,7 +166,7 @@ gpu_bench() {
   local rc=0 config attention
   for config in configs/bert-mini.toml configs/gpt2-mini.toml; do
     for attention in original bp_high; do
-      "$saobp" bench "$config" train.device=cuda model.attention=$attention data.kind=synthetic || rc=1
+      "$saobp" bench "$config" train.device=cuda model.attention=$attention data.kind=synthetic --profile || rc=1
     done
   done
   return $rc

@@ -53,7 +53,10 @@ Var layernorm(const Var& x, const Var& w, const Var& b, double eps);
 Var softmax(const Var& x, const Tensor& mask = Tensor());
 Var log_softmax(const Var& x, const Tensor& mask = Tensor());
 // Mean over non-ignored rows of -log softmax(logits)[target]; logits: (..., V), targets: (...)
-// i32. With no counted row the loss is 0 (and so is its gradient).
+// i32. With no counted row the loss is 0 (and so is its gradient). Targets may be given on the
+// host for logits on a GPU (a batch's labels): they are counted there and copied over, so
+// neither the forward nor the backward waits for the GPU; targets already on the GPU are
+// counted by a copy to the host (a wait).
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
 // Rotary position embedding (kernels.inc `rope`): x (..., T, HS), HS even; the pair
 // (2i, 2i+1) of position t is rotated by t base^(-2i/HS). Backward: the inverse rotation.

@@ -467,17 +467,17 @@ class FinetuneTask : public Task {
     const int64_t N = b.items;
     switch (spec_.kind) {
       case Kind::classify:
-        return cross_entropy(out, Tensor::from_vector(b.labels, {N}, out.device()));
+        return cross_entropy(out, Tensor::from_vector(b.labels, {N}));
       case Kind::regress: {
         const Var d = sub(reshape(out, {N}), Var(Tensor::from_vector(b.scores, {N}, out.device())));
         return mean(mul(d, d));
       }
       case Kind::choice:
-        return cross_entropy(out, Tensor::from_vector(b.labels, {N}, out.device()));
+        return cross_entropy(out, Tensor::from_vector(b.labels, {N}));
       case Kind::span: {
         const auto [s, e] = span_logits(out, b);
-        return scale(add(cross_entropy(s, Tensor::from_vector(b.starts, {N}, out.device())),
-                         cross_entropy(e, Tensor::from_vector(b.ends, {N}, out.device()))),
+        return scale(add(cross_entropy(s, Tensor::from_vector(b.starts, {N})),
+                         cross_entropy(e, Tensor::from_vector(b.ends, {N}))),
                      0.5);
       }
       default:

@@ -64,7 +64,7 @@ Var MlmHead::loss(const Var& hidden, const Tensor& labels) {
   if (pos.empty()) fail("bert", "mlm_loss: no masked position in the batch");
   const Device d = hidden.device();
   Var logits = logits_at(hidden, Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, d));
-  return cross_entropy(logits, Tensor::from_vector(tgt, {static_cast<int64_t>(tgt.size())}, d));
+  return cross_entropy(logits, Tensor::from_vector(tgt, {static_cast<int64_t>(tgt.size())}));
 }
 
 Var CausalLmHead::logits(const Var& hidden) { return linear(hidden, body_.token_embedding()); }
@@ -76,7 +76,7 @@ Var CausalLmHead::logits_at(const Var& hidden, const Tensor& positions) {
 Var CausalLmHead::loss_of(const Var& logits, const Tensor& labels) {
   if (logits.dim() != 3 || labels.shape() != Shape{logits.size(0), logits.size(1)})
     fail("gpt2", "lm_loss: targets {} do not match logits {}", labels.str(), logits.data().str());
-  return cross_entropy(logits, labels.to(logits.device()), -100);
+  return cross_entropy(logits, labels, -100);  // host labels cross in cross_entropy, counted
 }
 
 std::unique_ptr<LmHead> make_lm_head(Body& body) {

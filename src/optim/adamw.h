@@ -16,8 +16,10 @@ struct AdamWConfig {
 class AdamW {
  public:
   AdamW(std::vector<Var> params, const AdamWConfig& cfg);
-  // One update at learning rate lr for every parameter with a gradient; advances the step.
-  void step(double lr);
+  // One update at learning rate lr for every parameter with a gradient, each gradient scaled by
+  // grad_scale first (clip_scale: the step's gradient clipping; the gradients are left scaled);
+  // advances the step. One multi-tensor launch on a GPU (kern::multi_adamw_step).
+  void step(double lr, double grad_scale = 1.0);
   int64_t steps_taken() const { return step_; }
   bool decays(size_t i) const { return params_[i].dim() >= 2; }
   const std::vector<Var>& params() const { return params_; }

@@ -44,6 +44,27 @@ void memcpy_to_device(void* dst, const void* src, size_t nbytes, int index);
 void memcpy_to_host(void* dst, const void* src, size_t nbytes, int index);
 void memcpy_device(void* dst, const void* src, size_t nbytes, int index);
 void synchronize(int index);
+
+// Times the CUDA twin of kernel `op` by events on the default stream while profiling is on
+// (set_profiling, device_info.h); does nothing otherwise.
+bool profiling();
+class OpTimer {
+ public:
+  explicit OpTimer(const char* op) : op_(profiling() ? op : nullptr) {
+    if (op_) slot_ = begin(op_);
+  }
+  ~OpTimer() {
+    if (op_) end(slot_);
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  static size_t begin(const char* op);
+  static void end(size_t slot);
+  const char* op_;
+  size_t slot_ = 0;
+};
 }  // namespace cuda
 
 // Throws "[op] built without CUDA": a CPU-only build's answer to a CUDA tensor (dispatch.cpp).
@@ -53,7 +74,11 @@ void synchronize(int index);
 // fn(args...) in saobp::cpu or saobp::cuda by the device of `tensor`. SAOBP_CUDA (set by CMake
 // with the CUDA backend) is the one switch between the two builds; op code has no #ifdef.
 #ifdef SAOBP_CUDA
-#define SAOBP_CUDA_TWIN(fn, ...) return cuda::fn(__VA_ARGS__);
+#define SAOBP_CUDA_TWIN(fn, ...)        \
+  {                                     \
+    const cuda::OpTimer op_timer_(#fn); \
+    return cuda::fn(__VA_ARGS__);       \
+  }
 #else
 #define SAOBP_CUDA_TWIN(fn, ...) no_cuda(#fn);
 #endif

@@ -3,7 +3,9 @@
 // CPU-only build by src/tensor/no_cuda/runtime.cpp.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace saobp::cuda {
 bool available();    // built with CUDA and a device is present
@@ -23,4 +25,38 @@ DeviceProperties device_properties(int index);
 // The most bytes this process's tensors held on GPU `index` at once (the caching allocator's
 // live blocks, rounded to its buckets); 0 without CUDA.
 size_t memory_peak_bytes(int index);
+
+// The times the host waited for a GPU: copies to the host, synchronize(), a copy to the device
+// too large for the staging buffers, a staging buffer still in flight. A training step's count
+// is fixed (docs/performance.md); 0 without CUDA.
+uint64_t host_waits();
+
+// GPU time per kernel (the kern:: dispatchers' CUDA twins, timed by CUDA events around each
+// call) while profiling is on: `saobp bench --profile`. profile_report() waits for the GPU,
+// returns the totals since profiling was switched on, largest first, and starts counting anew.
+struct OpTime {
+  std::string op;
+  int64_t calls = 0;
+  double ms = 0;
+};
+void set_profiling(bool on);
+std::vector<OpTime> profile_report();
+
+// GPU time between start() and stop() on the default stream of GPU `index` (CUDA events):
+// `saobp bench`'s step times on a GPU. seconds() waits for the stop event.
+class EventTimer {
+ public:
+  explicit EventTimer(int index);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start();
+  void stop();
+  double seconds();
+
+ private:
+  int index_;
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
 }  // namespace saobp::cuda

@@ -226,6 +226,42 @@ void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWPar
   SAOBP_ON_DEVICE(p, adamw_step, p, g, m, v, h);
 }
 
+void multi_sum_squares(const std::vector<Tensor>& xs, Tensor& sums) {
+  const char* op = "multi_sum_squares";
+  if (xs.empty()) fail(op, "no tensors");
+  check_dtype(sums, DType::f64, op, "sums");
+  check_shape(sums, {static_cast<int64_t>(xs.size())}, op, "sums");
+  require_contiguous(op, sums, "sums");
+  for (const Tensor& x : xs) {
+    require_same_device(op, sums, {&x});
+    check_dtype(x, xs.front().dtype(), op, "tensor");
+    require_contiguous(op, x, "tensor");
+  }
+  if (xs.front().dtype() != DType::f32 && xs.front().dtype() != DType::f64)
+    fail(op, "tensors must be f32 or f64, got {}", dtype_name(xs.front().dtype()));
+  SAOBP_ON_DEVICE(sums, multi_sum_squares, xs, sums);
+}
+
+void multi_adamw_step(std::vector<Tensor>& p, std::vector<Tensor>& g, std::vector<Tensor>& m,
+                      std::vector<Tensor>& v, const std::vector<AdamWParams>& h, double grad_scale) {
+  const char* op = "multi_adamw";
+  if (p.empty()) return;
+  if (g.size() != p.size() || m.size() != p.size() || v.size() != p.size() || h.size() != p.size())
+    fail(op, "{} parameters, {} gradients, {} and {} moments, {} hyperparameter sets", p.size(), g.size(),
+         m.size(), v.size(), h.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    require_same_device(op, p.front(), {&p[i], &g[i], &m[i], &v[i]});
+    for (const Tensor* t : {static_cast<const Tensor*>(&g[i]), static_cast<const Tensor*>(&m[i]),
+                            static_cast<const Tensor*>(&v[i])}) {
+      check_shape(*t, p[i].shape(), op, "gradient and moments");
+      check_dtype(*t, p[i].dtype(), op, "gradient and moments");
+    }
+    check_dtype(p[i], p.front().dtype(), op, "parameter");
+    require_contiguous(op, {{p[i], "parameter"}, {g[i], "gradient"}, {m[i], "m"}, {v[i], "v"}});
+  }
+  SAOBP_ON_DEVICE(p.front(), multi_adamw_step, p, g, m, v, h, grad_scale);
+}
+
 void unary(UnaryOp op, const Tensor& x, Tensor& y) {
   require_same_device("unary", y, {&x});
   check_shape(y, x.shape(), "unary", "output");

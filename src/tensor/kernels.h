@@ -4,6 +4,7 @@
 // the backends themselves are behind src/tensor/backend.h.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 

@@ -376,6 +376,30 @@ template double Tensor::item<double>() const;
 template int32_t Tensor::item<int32_t>() const;
 template uint8_t Tensor::item<uint8_t>() const;
 
+std::vector<double> Tensor::items(const std::vector<Tensor>& scalars) {
+  std::vector<double> out(scalars.size());
+  std::vector<size_t> on_gpu;
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    if (scalars[i].numel() != 1)
+      fail("item", "items(): {} has {} elements", scalars[i].str(), scalars[i].numel());
+    if (scalars[i].device().is_cpu())
+      out[i] = scalars[i].item();
+    else
+      on_gpu.push_back(i);
+  }
+  if (on_gpu.empty()) return out;
+  // Slot k of one f64 buffer on the first one's GPU (the values widen exactly).
+  Tensor all = empty({static_cast<int64_t>(on_gpu.size())}, DType::f64, scalars[on_gpu.front()].device());
+  for (size_t k = 0; k < on_gpu.size(); ++k) {
+    Tensor slot = all.slice(0, static_cast<int64_t>(k), static_cast<int64_t>(k) + 1);
+    const Tensor& x = scalars[on_gpu[k]];
+    kern::cast(x.device() == all.device() ? x.contiguous().view({1}) : x.to(all.device()).view({1}), slot);
+  }
+  const std::vector<double> read = all.to_vector<double>();
+  for (size_t k = 0; k < on_gpu.size(); ++k) out[on_gpu[k]] = read[k];
+  return out;
+}
+
 double Tensor::item() const {
   switch (dtype_) {
     case DType::f32:

@@ -138,7 +138,7 @@ class ClsTask : public Task {
   std::unique_ptr<SequenceHead> head_;
 
   Tensor labels(const tasks::Batch& b) const {
-    return Tensor::from_vector(b.labels, {static_cast<int64_t>(b.labels.size())}, body_->device());
+    return Tensor::from_vector(b.labels, {static_cast<int64_t>(b.labels.size())});  // on the host
   }
 
   tasks::Batch train_batch(int64_t index) const {

@@ -62,7 +62,7 @@ Var Regularizer::add(const Var& loss, const Tensor& key_mask) {
   if (!on()) return loss;
   const Var penalty = kind_ == "entropy" ? entropy_penalty(key_mask) : eigen_penalty();
   qk_.clear();
-  last_ = penalty.data().item();
+  last_ = penalty.data();
   return saobp::add(loss, scale(penalty, coef_));
 }
 

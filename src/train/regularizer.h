@@ -35,8 +35,9 @@ class Regularizer {
   // captured q, k with key_mask (B,T) u8 or undefined; causal for a decoder) or of the current
   // weights. Records the penalty (last_penalty) and releases the capture.
   Var add(const Var& loss, const Tensor& key_mask);
-  // The penalty of the last add() (0 when off), before the coefficient.
-  double last_penalty() const { return last_; }
+  // The penalty of the last add() (0 when off), before the coefficient: a one-element tensor on
+  // the model's device, read with the step's losses (Tensor::items).
+  Tensor last_penalty() const { return last_.defined() ? last_ : Tensor::zeros({1}, DType::f64); }
 
  private:
   Var entropy_penalty(const Tensor& key_mask);
@@ -49,7 +50,7 @@ class Regularizer {
   std::vector<Var> theta_;              // Entropy-Reg: per layer (NH)
   std::vector<std::pair<Var, Var>> w_;  // Eigen-Reg: per layer (W_Q, W_K) (NH·HS, C); GPT-2: (c_attn, none)
   std::vector<std::pair<Var, Var>> qk_;
-  double last_ = 0;
+  Tensor last_;
 };
 
 }  // namespace saobp

@@ -257,14 +257,19 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     Tensor mask_for_maps;
     // Micro-batch `micro` of the step is the training batch data_position + micro with dropout
     // keys of step · grad_accum + micro (grad_accum here counts every rank's micro-batches).
-    std::vector<double> my_losses, my_penalties;  // the regularizer's penalty of each micro-batch
+    // The loss and the regularizer's penalty of each micro-batch stay on the model's device until
+    // the backward passes are queued, then are read at once: on a GPU the host waits for it here,
+    // and once more for the gradient norm (global_grad_norm), two waits a step whatever grad_accum
+    // and the model's depth (docs/performance.md; the [cuda] test of host waits counts them).
+    std::vector<Tensor> step_scalars;  // the losses, then the penalties
+    std::vector<Tensor> penalty_scalars;
     for (int64_t micro = rank * per_rank; micro < (rank + 1) * per_rank; ++micro) {
       const bool keep = log_now && micro == 0;
       Var loss =
           task->train_loss(state.data_position + micro, static_cast<uint64_t>(step * tc.grad_accum + micro),
                            keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
-      my_losses.push_back(loss.data().item());
-      my_penalties.push_back(task->regularizer().last_penalty());
+      step_scalars.push_back(loss.data());
+      penalty_scalars.push_back(task->regularizer().last_penalty());
       // Under fast with several ranks the rank's last backward hands each parameter's final
       // gradient to the sum as it goes, which starts the buckets' all-reduce during the backward.
       const Var scaled = scale(loss, 1.0 / tc.grad_accum);
@@ -276,6 +281,10 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
       }
     }
     state.data_position += tc.grad_accum;
+    step_scalars.insert(step_scalars.end(), penalty_scalars.begin(), penalty_scalars.end());
+    const std::vector<double> read = Tensor::items(step_scalars);
+    const auto half = read.begin() + static_cast<std::ptrdiff_t>(penalty_scalars.size());
+    const std::vector<double> my_losses(read.begin(), half), my_penalties(half, read.end());
     // The gradient sum across ranks, timed: the transfer and the wait for the slowest rank.
     const auto t_comm = std::chrono::steady_clock::now();
     grads.finish();
@@ -286,12 +295,12 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     penalty /= static_cast<double>(tc.grad_accum);
     const double comm_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_comm).count();
     const double loss = loss_sum / tc.grad_accum;
-    const double norm = clip_grad_norm(params.all(), tc.grad_clip);
+    const double norm = global_grad_norm(params.all());
     if (!std::isfinite(loss) || !std::isfinite(norm))
       fail("train",
            "step {}: the loss is {} and the gradient norm {}; stopping. The last good checkpoint is {}", step,
            loss, norm, last_good);
-    adam.step(lr);
+    adam.step(lr, clip_scale(norm, tc.grad_clip));
     params.zero_grad();
     state.step = step + 1;
     out.losses.push_back(loss);

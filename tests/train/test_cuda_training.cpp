@@ -108,3 +108,45 @@ TEST_CASE("cuda training: two GPU runs write the same bytes, checkpoints move be
     fs::remove_all(dir);
   }
 }
+
+// Issue "Train on the GPU", item 2: a training step on a GPU makes the host wait for the GPU a
+// fixed number of times, whatever the depth and grad_accum: once to read the micro-batches'
+// losses and penalties (Tensor::items; the deferred index checks are read with them) and once
+// for the gradient norm (global_grad_norm). Counted as the difference between runs of 4 and 8
+// steps (the setup, the final save and the final evaluation are the same in both).
+TEST_CASE("cuda training: the host waits for the GPU twice a step", "[cuda][train]") {
+  if (!cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  struct Case {
+    std::string family, variant;
+    int layers, grad_accum;
+    std::vector<std::string> extra;
+  };
+  const std::vector<Case> cases = {
+      {"bert", "original", 2, 1, {}},
+      {"bert", "bp_high", 4, 1, {"model.skip_sinky_heads=true"}},
+      {"bert", "bp_low", 2, 3, {"train.regularizer=entropy", "model.positions=rope"}},
+      {"gpt2", "bp_elemmul", 2, 2, {"train.regularizer=eigen"}},
+      {"gpt2", "bp_high", 3, 1, {"model.positions=rope", "model.skip_sinky_heads=true"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.family << " " << c.variant << " layers " << c.layers << " grad_accum " << c.grad_accum);
+    std::vector<uint64_t> waits;
+    for (int steps : {4, 8}) {
+      std::vector<std::string> extra = c.extra;
+      extra.push_back("model.layers=" + std::to_string(c.layers));
+      extra.push_back("train.grad_accum=" + std::to_string(c.grad_accum));
+      extra.push_back("train.max_steps=" + std::to_string(steps));
+      extra.push_back("train.save_every=0");
+      const std::string dir = gpu_dir("waits");
+      const uint64_t w0 = cuda::host_waits();
+      run(gpu_config(c.family, c.variant, "cuda", dir, extra));
+      waits.push_back(cuda::host_waits() - w0);
+      fs::remove_all(dir);
+    }
+    INFO("waits in 4 steps " << waits[0] << ", in 8 steps " << waits[1]);
+    CHECK(waits[1] - waits[0] == 2 * 4);
+  }
+}

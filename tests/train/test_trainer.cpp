@@ -60,7 +60,7 @@ std::vector<double> grad_after_step(const RunConfig& cfg, const std::string& nam
   const std::unique_ptr<Task> task = make_task(cfg);
   task->prepare_training();
   task->train_loss(0, 0, nullptr, nullptr).backward();
-  if (penalty) *penalty = task->regularizer().last_penalty();
+  if (penalty) *penalty = task->regularizer().last_penalty().item();
   const Var& p = task->params().get(name);
   return p.grad().defined() ? test::values(p.grad()) : std::vector<double>();
 }

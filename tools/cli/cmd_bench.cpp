@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.h"
@@ -67,6 +68,7 @@ struct BenchCli {
   bool skip_pretrain = false;
   bool inference = false;
   int warmup = 3, steps = 20;
+  bool profile = false;
   std::string json;
   bool print_config = false;
 };
@@ -97,25 +99,66 @@ struct StepBench {
 
 // Warm-up then timed steps of every bench, their steps interleaved (s of the first, s of the
 // second, ...). Returns the CPU times of the machine at the first and after the last timed step.
-std::pair<CpuTimes, CpuTimes> time_steps(std::vector<StepBench*>& benches, int warmup, int steps) {
+// On a GPU a step's time is the GPU's, between CUDA events recorded before and after it (the
+// idle gaps while the host prepares launches included), and the host's waits for the GPU are
+// counted (cuda::host_waits). With `profile`, the timed steps' kernels are timed one by one.
+struct GpuFigures {
+  double waits_per_step = 0;
+  std::vector<cuda::OpTime> ops;
+};
+std::pair<CpuTimes, CpuTimes> time_steps(std::vector<StepBench*>& benches, int warmup, int steps,
+                                         const Device& device, bool profile, GpuFigures& gpu) {
   CpuTimes cpu0;
+  std::unique_ptr<cuda::EventTimer> timer;
+  if (device.is_cuda()) timer = std::make_unique<cuda::EventTimer>(device.index);
+  uint64_t waits0 = 0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) cpu0 = read_cpu_times();
+    if (s == warmup) {
+      cpu0 = read_cpu_times();
+      if (timer && profile) cuda::set_profiling(true);
+    }
     for (StepBench* b : benches) {
       const double rows = b->prepare(s);
       const auto t0 = std::chrono::steady_clock::now();
+      if (timer) timer->start();
+      const uint64_t w0 = cuda::host_waits();
       b->loss = b->run(s);
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= warmup) waits0 += cuda::host_waits() - w0;
+      double dt = 0;
+      if (timer) {
+        timer->stop();
+        dt = timer->seconds();
+      } else {
+        dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
       if (s >= warmup) b->times.push_back(dt), b->head_rows += rows;
+    }
+  }
+  if (timer) {
+    gpu.waits_per_step = static_cast<double>(waits0) / std::max<double>(1, steps * benches.size());
+    if (profile) {
+      gpu.ops = cuda::profile_report();
+      cuda::set_profiling(false);
     }
   }
   return {cpu0, read_cpu_times()};
 }
 
+// The kernels' GPU time per step, largest first (--profile).
+void print_profile(const GpuFigures& gpu, int steps, double step_ms) {
+  double total = 0;
+  for (const cuda::OpTime& o : gpu.ops) total += o.ms;
+  fmt::print("kernels on the GPU per step (--profile: CUDA events around each; {:.2f} ms of {:.2f} ms):\n",
+             total / steps, step_ms);
+  for (const cuda::OpTime& o : gpu.ops)
+    fmt::print("  {:<28} {:7.1f} calls {:8.3f} ms {:5.1f}%\n", o.op, static_cast<double>(o.calls) / steps,
+               o.ms / steps, 100 * o.ms / std::max(total, 1e-9));
+}
+
 // clip_grad_norm, the AdamW step at the schedule's lr, zero_grad: the end of every trainer step.
 void update(ParamStore& params, AdamW& adam, const Schedule& sched, int64_t step, double grad_clip) {
-  clip_grad_norm(params.all(), grad_clip);
-  adam.step(lr_at(sched, step));
+  const double norm = global_grad_norm(params.all());
+  adam.step(lr_at(sched, step), clip_scale(norm, grad_clip));
   params.zero_grad();
 }
 
@@ -269,15 +312,17 @@ int run_bench(const BenchCli& o) {
   };
   pre.run = [&](int64_t step) {
     double loss_sum = 0;
+    std::vector<Tensor> losses;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       const uint64_t dstep = static_cast<uint64_t>(step * tc.grad_accum + micro);
       const size_t m = static_cast<size_t>(micro);
       const Tensor& ids = bert ? mb[m].ids : cb[m].ids;
       const Tensor& mask = bert ? mb[m].key_mask : cb[m].key_mask;
       Var l = head->loss(body->hidden(ids, Tensor(), mask, true, dstep), bert ? mb[m].labels : cb[m].targets);
-      loss_sum += l.data().item();
+      losses.push_back(l.data());
       scale(l, 1.0 / tc.grad_accum).backward();
     }
+    for (double x : Tensor::items(losses)) loss_sum += x;  // read at once, as the trainer does
     update(params, adam, sched, step, tc.grad_clip);
     return loss_sum / tc.grad_accum;
   };
@@ -314,12 +359,14 @@ int run_bench(const BenchCli& o) {
     };
     fine.run = [&](int64_t step) {
       double loss_sum = 0;
+      std::vector<Tensor> losses;
       for (int micro = 0; micro < tc.grad_accum; ++micro) {
         const int64_t index = step * tc.grad_accum + micro;
         Var l = task->train_loss(index, static_cast<uint64_t>(index), nullptr, &last_mask);
-        loss_sum += l.data().item();
+        losses.push_back(l.data());
         scale(l, 1.0 / tc.grad_accum).backward();
       }
+      for (double x : Tensor::items(losses)) loss_sum += x;
       update(task->params(), *ft_adam, sched, step, tc.grad_clip);
       return loss_sum / tc.grad_accum;
     };
@@ -350,7 +397,9 @@ int run_bench(const BenchCli& o) {
   if (ft) benches.push_back(&fine);
   const bool with_pre = !ft || !o.skip_pretrain;
   if (with_pre) benches.push_back(&pre);
-  const auto [cpu0, cpu1] = time_steps(benches, o.warmup, o.steps);
+  const Device device = run_device(cfg);
+  GpuFigures gpu;
+  const auto [cpu0, cpu1] = time_steps(benches, o.warmup, o.steps, device, o.profile, gpu);
   const double steal = steal_fraction(cpu0, cpu1), others = others_fraction(cpu0, cpu1);
   for (StepBench* b : benches) report(*b, cfg, tokens, o.warmup);
   const double ratio =
@@ -359,6 +408,14 @@ int run_bench(const BenchCli& o) {
     fmt::print("fine-tuning / pretraining tokens/s: {:.3f} ({:.0f} / {:.0f})\n", ratio,
                static_cast<double>(tokens) / fine.med, static_cast<double>(tokens) / pre.med);
   print_machine(steal, others, "steps");
+  if (device.is_cuda()) {
+    fmt::print(
+        "GPU: {}, peak memory of the run's tensors {:.3f} GiB; the host waited for the GPU {:.1f} "
+        "times a step; step times from CUDA events\n",
+        cuda::device_name(device.index),
+        static_cast<double>(cuda::memory_peak_bytes(device.index)) / (1 << 30), gpu.waits_per_step);
+    if (o.profile) print_profile(gpu, o.steps, 1e3 * (ft ? fine.med : pre.med));
+  }
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
     nlohmann::json j = {{"tool", "saobp"},
@@ -376,8 +433,11 @@ int run_bench(const BenchCli& o) {
                         {"others_fraction", others}};
     j.update(figures_json(main, tokens));
     // On a GPU: the most memory the run's tensors held at once (null on the CPU).
-    const Device device = Device::parse(tc.device);
     j["device"] = device.str();
+    if (device.is_cuda()) {
+      j["device_name"] = cuda::device_name(device.index);
+      j["host_waits_per_step"] = gpu.waits_per_step;
+    }
     j["peak_device_memory_gib"] =
         device.is_cuda()
             ? nlohmann::json(static_cast<double>(cuda::memory_peak_bytes(device.index)) / (1 << 30))
@@ -422,6 +482,9 @@ void register_bench(CLI::App& app) {
          "least 20)")
       ->check(in_range(20, 1 << 30));
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
+  sub->add_flag("--profile", o.profile,
+                "on a GPU, also time each kernel of the timed steps (CUDA events around each call) and "
+                "print their GPU time per step, largest first");
   sub->add_flag("--print-config", o.print_config,
                 "print the resolved config as TOML and exit (bench_pytorch.py)");
   add_command(sub, [] { return run_bench(o); });

@@ -50,22 +50,20 @@ std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int6
   return b;
 }
 
-// λ per head as the CPU reads it (rounded to the element type), and the Potts c and dc/dλ.
+// λ per head as the CPU reads it (rounded to the element type), and the Potts c and dc/dλ,
+// computed on the device (potts_params_kernel): no copy of λ to the host, no wait.
 struct Potts {
   Tensor c, dc_dlambda;  // (NH) f64 on the device
 };
 template <class T>
 Potts potts_params(const Tensor& lambda, AttnVariant variant, Device device) {
-  const Tensor rounded = lambda.to(dtype_of<T>::value);
-  const std::vector<T> lam = rounded.to_vector<T>();
-  std::vector<double> c, dcdl;
-  for (T l : lam) {
-    const double x = l;
-    c.push_back(attn::potts_c(variant == AttnVariant::bp_high, x));
-    dcdl.push_back(attn::potts_dc_dlambda(variant == AttnVariant::bp_high, x));
-  }
-  const Shape nh{static_cast<int64_t>(lam.size())};
-  return {Tensor::from_vector(c, nh, device), Tensor::from_vector(dcdl, nh, device)};
+  const Tensor rounded = lambda.to(device).to(dtype_of<T>::value).contiguous();
+  const int64_t NH = rounded.numel();
+  Potts p{Tensor::empty({NH}, DType::f64, device), Tensor::empty({NH}, DType::f64, device)};
+  check(launch_potts_params<T>(rounded.data<T>(), NH, variant == AttnVariant::bp_high, p.c.data<double>(),
+                               p.dc_dlambda.data<double>()),
+        "attention");
+  return p;
 }
 
 template <class T>

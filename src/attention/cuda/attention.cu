@@ -6,6 +6,7 @@
 // down a column (encoder: all senders; decoder: an exclusive prefix or suffix) have one fixed
 // order, and adjacent threads read adjacent columns.
 #include "attention/cuda/launch.h"
+#include "attention/formulas.h"
 #include "tensor/cuda/device.cuh"
 
 namespace saobp::cuda {
@@ -181,7 +182,25 @@ cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskV
   return cudaGetLastError();
 }
 
+namespace {
+template <class T>
+__global__ void potts_params_kernel(const T* lambda, int64_t NH, bool high, double* c, double* dc_dlambda) {
+  for (int64_t h = thread_id(); h < NH; h += thread_count()) {
+    const double l = static_cast<double>(lambda[h]);
+    c[h] = attn::potts_c(high, l);
+    dc_dlambda[h] = attn::potts_dc_dlambda(high, l);
+  }
+}
+}  // namespace
+
+template <class T>
+cudaError_t launch_potts_params(const T* lambda, int64_t NH, bool high, double* c, double* dc_dlambda) {
+  potts_params_kernel<<<grid_for(NH), kBlock>>>(lambda, NH, high, c, dc_dlambda);
+  return cudaGetLastError();
+}
+
 #define SAOBP_FLOATING(T)                                                                                   \
+  template cudaError_t launch_potts_params<T>(const T*, int64_t, bool, double*, double*);                   \
   template cudaError_t launch_potts_messages<T>(const T*, const T*, const uint8_t*, const double*, int64_t, \
                                                 int64_t, int64_t, bool, T*);                                \
   template cudaError_t launch_potts_chain<T>(const T*, const T*, const uint8_t*, const double*, int64_t,    \

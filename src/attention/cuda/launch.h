@@ -11,6 +11,10 @@ namespace saobp::cuda {
 // Tiles are the (n,n) score matrices of the batch*NH heads, tile = b NH + h. key: (batch,n) u8,
 // 1 = token (the senders of SAOBP messages), or nullptr; c: (NH) the Potts c of each head.
 // P, s, L: (tiles,n,n). L = s + G with G the messages of beliefs P (src/attention/cpu/bp_potts.cpp).
+// lambda: (NH) -> c, dc_dlambda: (NH) the Potts c of each head and its derivative in λ (formulas.h),
+// computed on the device from λ as the element type holds it (no copy to the host).
+template <class T>
+cudaError_t launch_potts_params(const T* lambda, int64_t NH, bool high, double* c, double* dc_dlambda);
 template <class T>
 cudaError_t launch_potts_messages(const T* P, const T* s, const uint8_t* key, const double* c, int64_t batch,
                                   int64_t NH, int64_t n, bool causal, T* L);

@@ -28,4 +28,25 @@ void adamw_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, const AdamWPar
   });
 }
 
+// The per-tensor kernels in tensor order: the bits of the separate calls.
+void multi_sum_squares(const std::vector<Tensor>& xs, Tensor& sums) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = xs[i];
+    Tensor sq = x.empty_like();
+    binary(BinaryOp::mul, x, x, sq);
+    Tensor s = Tensor::empty(Shape(static_cast<size_t>(x.dim()), 1), x.dtype(), x.device());
+    reduce_sum_to(sq, s, 1.0, false);
+    Tensor slot = sums.slice(0, static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
+    cast(s.view({1}), slot);
+  }
+}
+
+void multi_adamw_step(std::vector<Tensor>& p, std::vector<Tensor>& g, std::vector<Tensor>& m,
+                      std::vector<Tensor>& v, const std::vector<AdamWParams>& h, double grad_scale) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (grad_scale != 1.0) axpby(g[i], grad_scale, g[i], 0.0);
+    adamw_step(p[i], g[i], m[i], v[i], h[i]);
+  }
+}
+
 }  // namespace saobp::cpu

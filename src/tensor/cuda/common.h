@@ -19,6 +19,9 @@ inline void check(cudaError_t e, const char* op) {
 
 // Makes device `index` current on this host thread (runtime.cpp).
 void use_device(int index, const char* op);
+// After the host waited for device `index` (runtime.cpp): throws the first index of the
+// deferred checks of check_index_range (embedding.cpp) that was out of range.
+void check_deferred_indices(int index);
 // Makes the device of `out` current: the first thing every CUDA twin does (the dispatcher has
 // checked that every tensor of the call lives there).
 inline void use_device_of(const Tensor& out, const char* op) { use_device(out.device().index, op); }

@@ -17,28 +17,31 @@ __global__ void flag_bad_indices_kernel(const int32_t* idx, int64_t n, int64_t l
 
 // weight: (V,C)  ids: (N)  out: (N,C). One thread per output element.
 template <class T>
-__global__ void embedding_forward_kernel(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C) {
+// An id outside [0, V) gives a row of zeros instead of a read outside the table: the index check
+// of the step reports it (check_index_range, embedding.cpp), and nothing faults before.
+__global__ void embedding_forward_kernel(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C,
+                                         int64_t V) {
   for (int64_t i = thread_id(); i < N * C; i += thread_count()) {
-    const int64_t n = i / C, c = i - n * C;
-    out[i] = weight[static_cast<int64_t>(ids[n]) * C + c];
+    const int64_t n = i / C, c = i - n * C, v = ids[n];
+    out[i] = v >= 0 && v < V ? weight[v * C + c] : T(0);
   }
 }
 
-// ids: (N)  gout: (N,C)  gweight: (V,C). Ownership instead of atomics: thread (s, c) owns column
-// c of the vocabulary rows v with v % S == s, and walks n = 0..N-1 adding gout[n, c] to its
-// rows. Each gweight element thus has one writer, which adds its gradients in increasing n: the
-// order of the CPU's loop, so the result is the CPU's, bitwise. S (a function of C and V only)
-// just spreads the vocabulary over more threads; threads of a warp share s, so the branch and
-// the ids[n] load are warp-uniform.
+// ids: (N)  gout: (N,C)  gweight: (V,C); ids outside [0, V) add nothing. Ownership instead of atomics: thread
+// (s, c) owns column c of the vocabulary rows v with v % S == s, and walks n = 0..N-1 adding gout[n, c] to
+// its rows. Each gweight element thus has one writer, which adds its gradients in increasing n: the order of
+// the CPU's loop, so the result is the CPU's, bitwise. S (a function of C and V only) just spreads the
+// vocabulary over more threads; threads of a warp share s, so the branch and the ids[n] load are
+// warp-uniform.
 template <class T>
 __global__ void embedding_backward_kernel(const int32_t* ids, const T* gout, T* gweight, int64_t N, int64_t C,
-                                          int32_t S) {
+                                          int64_t V, int32_t S) {
   for (int64_t i = thread_id(); i < S * C; i += thread_count()) {
     const int32_t s = static_cast<int32_t>(i / C);
     const int64_t c = i - s * C;
     for (int64_t n = 0; n < N; ++n) {
       const int32_t v = ids[n];
-      if (v % S == s) gweight[static_cast<int64_t>(v) * C + c] += gout[n * C + c];
+      if (v >= 0 && v < V && v % S == s) gweight[static_cast<int64_t>(v) * C + c] += gout[n * C + c];
     }
   }
 }
@@ -52,8 +55,9 @@ cudaError_t launch_flag_bad_indices(const int32_t* idx, int64_t n, int64_t limit
 }
 
 template <class T>
-cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C) {
-  embedding_forward_kernel<<<grid_for(N * C), kBlock>>>(weight, ids, out, N, C);
+cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C,
+                                     int64_t V) {
+  embedding_forward_kernel<<<grid_for(N * C), kBlock>>>(weight, ids, out, N, C, V);
   return cudaGetLastError();
 }
 
@@ -62,12 +66,12 @@ cudaError_t launch_embedding_backward(const int32_t* ids, const T* gout, T* gwei
                                       int64_t V) {
   // About 64K threads: S = ceil(65536 / C) vocabulary shards, at most V.
   const auto S = static_cast<int32_t>(std::clamp<int64_t>((65536 + C - 1) / C, 1, V));
-  embedding_backward_kernel<<<grid_for(S * C), kBlock>>>(ids, gout, gweight, N, C, S);
+  embedding_backward_kernel<<<grid_for(S * C), kBlock>>>(ids, gout, gweight, N, C, V, S);
   return cudaGetLastError();
 }
 
-#define SAOBP_FLOATING(T)                                                                           \
-  template cudaError_t launch_embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t); \
+#define SAOBP_FLOATING(T)                                                                                    \
+  template cudaError_t launch_embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
   template cudaError_t launch_embedding_backward<T>(const int32_t*, const T*, T*, int64_t, int64_t, int64_t);
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)

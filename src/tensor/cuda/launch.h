@@ -133,13 +133,15 @@ cudaError_t launch_softmax_backward(const T* y, const T* gy, const MaskView& mas
                                     int64_t C, bool log);
 
 // ---- embedding.cu (T: float, double) ----
-// idx: (n). Sets *flag to 1 when some idx[i] is outside [0, limit) and is not `ignore`.
+// idx: (n). Sets *flag to 1 when some idx[i] is outside [0, limit) and is not `ignore` (flag may
+// be host memory mapped into the device's address space).
 cudaError_t launch_flag_bad_indices(const int32_t* idx, int64_t n, int64_t limit, int64_t ignore,
                                     int32_t* flag);
-// weight: (V,C)  ids: (N) in [0,V)  out: (N,C)
+// weight: (V,C)  ids: (N) in [0,V), a row of zeros for any other  out: (N,C)
 template <class T>
-cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C);
-// ids: (N) in [0,V)  gout: (N,C)  gweight: (V,C) accumulated.
+cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C,
+                                     int64_t V);
+// ids: (N) in [0,V) (others add nothing)  gout: (N,C)  gweight: (V,C) accumulated.
 template <class T>
 cudaError_t launch_embedding_backward(const int32_t* ids, const T* gout, T* gweight, int64_t N, int64_t C,
                                       int64_t V);
@@ -159,6 +161,38 @@ cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* target
 // p, g, m, v: (n). formula::adamw_update of every element, with the step's coefficients.
 template <class T>
 cudaError_t launch_adamw(T* p, const T* g, T* m, T* v, const formula::AdamWCoeffs& h, int64_t n);
+
+// Tensors of one multi-tensor launch, passed by value in the kernel's parameters (up to 32 KB
+// on sm_70 and later with CUDA 12.1+): each tensor's elements are cut into chunks of
+// kMultiChunk, one block a chunk; tensor t has blocks [first_block[t], first_block[t+1]).
+constexpr int kMultiTensors = 320, kMultiCoeffs = 4;
+constexpr int64_t kMultiChunk = 8192;
+template <class T>
+struct MultiSquares {
+  int count = 0;
+  const T* x[kMultiTensors];
+  int64_t n[kMultiTensors];
+  int32_t first_block[kMultiTensors + 1];
+};
+template <class T>
+struct MultiAdamW {
+  int count = 0;
+  T* p[kMultiTensors];
+  T* g[kMultiTensors];
+  T* m[kMultiTensors];
+  T* v[kMultiTensors];
+  int64_t n[kMultiTensors];
+  int32_t first_block[kMultiTensors + 1];
+  uint8_t coeff[kMultiTensors];  // which of `coeffs` tensor t uses
+  formula::AdamWCoeffs coeffs[kMultiCoeffs];
+  double grad_scale = 1;  // g = grad_scale g first (in T, as axpby), when not 1
+};
+// sums[t] (f64) = the sum of x[t]² (squares in T, added in double, rounded to T); partial:
+// first_block[count] doubles of scratch.
+template <class T>
+cudaError_t launch_multi_sum_squares(const MultiSquares<T>& list, double* partial, double* sums);
+template <class T>
+cudaError_t launch_multi_adamw(const MultiAdamW<T>& list);
 
 // ---- rope.cu (T: float, double) ----
 // x, y: (rows, HS) with rows = B NH Tp, row r at position r % Tp;  cs, sn: (Tp, HS/2) cos and sin

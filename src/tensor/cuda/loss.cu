@@ -21,9 +21,11 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
     sum = block_reduce(sum, Sum{});
     if (threadIdx.x == 0) {
       const T l = mx + static_cast<T>(::log(sum));
-      const int32_t t = targets[n];  // in [0, V) or ignore: checked on the host
+      // t is in [0, V) or ignore (check_index_range reports any other at the step's end); an
+      // out-of-range t reads nothing.
+      const int32_t t = targets[n];
       lse[n] = l;
-      losses[n] = t == ignore ? T(0) : l - xr[t];
+      losses[n] = t == ignore || t < 0 || t >= V ? T(0) : l - xr[t];
     }
   }
 }

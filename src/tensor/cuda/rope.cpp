@@ -1,6 +1,10 @@
-// saobp::cuda rope: the angle table on the host, then the kernel of rope.cu.
+// saobp::cuda rope: the angle table (built on the host, cached on the device), then the kernel
+// of rope.cu.
 // CPU twin: src/tensor/cpu/rope.cpp (same table, so the angles match).
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "tensor/cuda/common.h"
@@ -8,18 +12,38 @@
 
 namespace saobp::cuda {
 
+namespace {
+
+// The angle tables on the device, built once per (device, T, HS, base) and kept for the life of
+// the process: a training step rotates q and k of every layer, forward and backward, with the
+// same table (a few KB for T = 512, HS = 64).
+struct Tables {
+  Tensor cs, sn;
+};
+const Tables& tables(int device, int64_t T, int64_t HS, double base) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<std::tuple<int, int64_t, int64_t, double>, Tables>;  // never freed
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, T, HS, base);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  std::vector<double> cs, sn;
+  rope_table(T, HS, base, cs, sn);
+  const Tables t{Tensor::from_vector(cs, {T, HS / 2}, Device::cuda(device)),
+                 Tensor::from_vector(sn, {T, HS / 2}, Device::cuda(device))};
+  return cache->emplace(key, t).first->second;
+}
+
+}  // namespace
+
 // x, y: (B,NH,T,HS) contiguous, HS even.
 void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
   use_device_of(y, "rope");
-  const int64_t T = x.size(2), HS = x.size(3), H = HS / 2, rows = x.numel() / std::max<int64_t>(HS, 1);
+  const int64_t T = x.size(2), HS = x.size(3), rows = x.numel() / std::max<int64_t>(HS, 1);
   if (rows == 0 || HS == 0) return;
-  std::vector<double> cs, sn;
-  rope_table(T, HS, base, cs, sn);
-  const Tensor dcs = Tensor::from_vector(cs, {T, H}, x.device());
-  const Tensor dsn = Tensor::from_vector(sn, {T, H}, x.device());
+  const Tables& t = tables(x.device().index, T, HS, base);
   dispatch_float(x.dtype(), "rope", [&](auto tag) {
     using F = decltype(tag);
-    check(launch_rope<F>(x.data<F>(), dcs.data<double>(), dsn.data<double>(), inverse, y.data<F>(), rows, T,
+    check(launch_rope<F>(x.data<F>(), t.cs.data<double>(), t.sn.data<double>(), inverse, y.data<F>(), rows, T,
                          HS),
           "rope");
   });

@@ -18,5 +18,14 @@ void memcpy_to_device(void*, const void*, size_t, int) { fail("cuda.memcpy", "bu
 void memcpy_to_host(void*, const void*, size_t, int) { fail("cuda.memcpy", "built without CUDA"); }
 void memcpy_device(void*, const void*, size_t, int) { fail("cuda.memcpy", "built without CUDA"); }
 void synchronize(int) {}
+uint64_t host_waits() { return 0; }
+bool profiling() { return false; }
+void set_profiling(bool) {}
+std::vector<OpTime> profile_report() { return {}; }
+EventTimer::EventTimer(int index) : index_(index) { fail("cuda", "built without CUDA"); }
+EventTimer::~EventTimer() = default;
+void EventTimer::start() {}
+void EventTimer::stop() {}
+double EventTimer::seconds() { return 0; }
 
 }  // namespace saobp::cuda
