@@ -53,6 +53,9 @@ print_env() {
   echo "export LD_LIBRARY_PATH=$p/usr/lib/$arch\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
   if [[ -x $p/usr/bin/mpirun ]]; then
     echo "export OPAL_PREFIX=$p/usr PATH=$p/usr/bin:\$PATH"
+    # Its plugins from the prefix too: a machine with an Open MPI of its own would lend its plugins
+    # (built against another PMIx) to the relocated one.
+    echo "export OMPI_MCA_mca_base_component_path=$p/usr/lib/$arch/openmpi/lib/openmpi3"
     echo "export LD_LIBRARY_PATH=$p/usr/lib/$arch/openmpi/lib:\$LD_LIBRARY_PATH"
   fi
 }
@@ -98,6 +101,10 @@ case $cmd in
         tar -xf "$tmp"/data.tar.* -C "$prefix"
         rm -rf "$tmp"
       fi
+    done
+    # The names Debian's alternatives would give Open MPI's launchers (dpkg -x makes no links).
+    for n in mpirun mpiexec; do
+      [[ -e $prefix/usr/bin/$n.openmpi && ! -e $prefix/usr/bin/$n ]] && ln -s "$n.openmpi" "$prefix/usr/bin/$n"
     done
     echo "offline_deps: ${#debs[@]} packages unpacked into $prefix" >&2
     print_env "$prefix"

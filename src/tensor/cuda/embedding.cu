@@ -39,10 +39,22 @@ __global__ void embedding_backward_kernel(const int32_t* ids, const T* gout, T* 
   for (int64_t i = thread_id(); i < S * C; i += thread_count()) {
     const int32_t s = static_cast<int32_t>(i / C);
     const int64_t c = i - s * C;
+    // The element being added to stays in a register while the ids repeat it (a position or
+    // token-type table: every id the same row): the same additions in the same order as adding
+    // into memory each time, without a chain of dependent reads and writes of global memory.
+    int64_t row = -1;
+    T acc = T(0);
     for (int64_t n = 0; n < N; ++n) {
       const int32_t v = ids[n];
-      if (v >= 0 && v < V && v % S == s) gweight[static_cast<int64_t>(v) * C + c] += gout[n * C + c];
+      if (v < 0 || v >= V || v % S != s) continue;
+      if (v != row) {
+        if (row >= 0) gweight[row * C + c] = acc;
+        row = v;
+        acc = gweight[row * C + c];
+      }
+      acc += gout[n * C + c];
     }
+    if (row >= 0) gweight[row * C + c] = acc;
   }
 }
 
