@@ -139,7 +139,7 @@ for c in configs:
         rows.append(row)
         for k, _ in kinds:
             j = got[k][0]
-            if j and j.get("device_name") and not dev:
+            if j and j.get("device_name") and j.get("tool") == "pytorch" and not dev:
                 dev = j
 lines = []
 with open(os.path.join(d, "machine.txt")) as f:
