@@ -261,15 +261,14 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     // the backward passes are queued, then are read at once: on a GPU the host waits for it here,
     // and once more for the gradient norm (global_grad_norm), two waits a step whatever grad_accum
     // and the model's depth (docs/performance.md; the [cuda] test of host waits counts them).
-    std::vector<Tensor> step_scalars;  // the losses, then the penalties
-    std::vector<Tensor> penalty_scalars;
+    std::vector<Tensor> losses, penalties;
     for (int64_t micro = rank * per_rank; micro < (rank + 1) * per_rank; ++micro) {
       const bool keep = log_now && micro == 0;
       Var loss =
           task->train_loss(state.data_position + micro, static_cast<uint64_t>(step * tc.grad_accum + micro),
                            keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
-      step_scalars.push_back(loss.data());
-      penalty_scalars.push_back(task->regularizer().last_penalty());
+      losses.push_back(loss.data());
+      penalties.push_back(task->regularizer().last_penalty());
       // Under fast with several ranks the rank's last backward hands each parameter's final
       // gradient to the sum as it goes, which starts the buckets' all-reduce during the backward.
       const Var scaled = scale(loss, 1.0 / tc.grad_accum);
@@ -281,9 +280,9 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
       }
     }
     state.data_position += tc.grad_accum;
-    step_scalars.insert(step_scalars.end(), penalty_scalars.begin(), penalty_scalars.end());
-    const std::vector<double> read = Tensor::items(step_scalars);
-    const auto half = read.begin() + static_cast<std::ptrdiff_t>(penalty_scalars.size());
+    losses.insert(losses.end(), penalties.begin(), penalties.end());  // one read: losses, then penalties
+    const std::vector<double> read = Tensor::items(losses);
+    const auto half = read.begin() + static_cast<std::ptrdiff_t>(penalties.size());
     const std::vector<double> my_losses(read.begin(), half), my_penalties(half, read.end());
     // The gradient sum across ranks, timed: the transfer and the wait for the slowest rank.
     const auto t_comm = std::chrono::steady_clock::now();
