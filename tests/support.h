@@ -30,6 +30,17 @@ inline Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f64,
   return t;
 }
 
+// Deterministic pseudo-random token ids in [0, V) (a linear congruential sequence from seed).
+inline std::vector<int32_t> tokens(size_t n, int32_t V, uint32_t seed) {
+  std::vector<int32_t> v(n);
+  uint32_t s = seed;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(V));
+  }
+  return v;
+}
+
 // U[lo, hi) values from Philox(seed, stream 2).
 inline Tensor randu(const Shape& shape, uint64_t seed, double lo = 0.0, double hi = 1.0,
                     DType dtype = DType::f64) {

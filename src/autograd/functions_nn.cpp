@@ -95,20 +95,21 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
 
 // y = R(t θ) x per pair; the leading dims are flattened into (N,1,T,HS) for the kernel.
 // Backward: gx += R(t θ)ᵀ gy = rope(gy, inverse).
-Var rope(const Var& x, double base) {
+Var rope(const Var& x, double base, int64_t offset) {
   if (x.dim() < 2 || x.size(-1) % 2 != 0)
     fail("rope", "expected (..., T, HS) with HS even, got {}", x.data().str());
   const int64_t T = x.size(-2), HS = x.size(-1);
   const Tensor X = x.data().contiguous().view({-1, 1, T, HS});
   Tensor out = X.new_empty(X.shape());
-  kern::rope(X, base, false, out);
-  return make_result(out.view(x.shape()), "rope", {x}, [base, T, HS](const Tensor& g, GradSlots& gin) {
-    const Tensor G = g.contiguous().view({-1, 1, T, HS});
-    Tensor back = G.new_empty(G.shape());
-    kern::rope(G, base, true, back);
-    Tensor& gx = gin[0];
-    kern::axpby(back.view(gx.shape()), 1.0, gx, 1.0);
-  });
+  kern::rope(X, base, false, out, offset);
+  return make_result(out.view(x.shape()), "rope", {x},
+                     [base, T, HS, offset](const Tensor& g, GradSlots& gin) {
+                       const Tensor G = g.contiguous().view({-1, 1, T, HS});
+                       Tensor back = G.new_empty(G.shape());
+                       kern::rope(G, base, true, back, offset);
+                       Tensor& gx = gin[0];
+                       kern::axpby(back.view(gx.shape()), 1.0, gx, 1.0);
+                     });
 }
 
 }  // namespace saobp

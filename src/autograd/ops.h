@@ -58,9 +58,10 @@ Var log_softmax(const Var& x, const Tensor& mask = Tensor());
 // neither the forward nor the backward waits for the GPU; targets already on the GPU are
 // counted by a copy to the host (a wait).
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index = -100);
-// Rotary position embedding (kernels.inc `rope`): x (..., T, HS), HS even; the pair
-// (2i, 2i+1) of position t is rotated by t base^(-2i/HS). Backward: the inverse rotation.
-Var rope(const Var& x, double base = 10000.0);
+// Rotary position embedding (kernels.inc `rope`): x (..., T, HS), HS even; row t sits at position
+// p = offset + t and its pair (2i, 2i+1) is rotated by p base^(-2i/HS). Backward: the inverse
+// rotation.
+Var rope(const Var& x, double base = 10000.0, int64_t offset = 0);
 
 // ---- reductions ----
 Var sum(const Var& x);                                     // all elements -> scalar

@@ -64,6 +64,50 @@ Var Body::attend(Var q, Var k, const Var& v, const Tensor& key_mask, const Var& 
   return a;
 }
 
+namespace {
+[[noreturn]] void refuse_generation() {
+  fail("generate",
+       "generation needs a causal decoder (model.family = \"gpt2\"); this model is an encoder, "
+       "whose every position attends to later ones");
+}
+}  // namespace
+
+DecodeCache Body::decode_cache(int64_t, int64_t) { refuse_generation(); }
+
+Var Body::extend(const Tensor&, DecodeCache&) { refuse_generation(); }
+
+Var Body::attend_cached(Var q, Var k, const Var& v, AttentionCache& cache) const {
+  if (shape_.positions == PositionKind::rope)
+    q = rope(q, shape_.rope_base, cache.len), k = rope(k, shape_.rope_base, cache.len);
+  return merge_heads(
+      Var(attention_extend(q.data().contiguous(), k.data().contiguous(), v.data().contiguous(), cache)));
+}
+
+DecodeCache Body::make_decode_cache(int64_t batch, int64_t capacity,
+                                    const std::function<Var(int64_t)>& lambda) const {
+  if (capacity < 1 || capacity > shape_.max_positions)
+    fail("generate", "a sequence of {} positions: the model has {} (model.{})", capacity,
+         shape_.max_positions, shape_.causal ? "n_positions" : "max_positions");
+  DecodeCache c;
+  const int64_t NH = shape_.heads, HS = shape_.hidden / shape_.heads;
+  const AttentionConfig cfg = shape_.attention.call_config(shape_.causal);
+  for (int64_t l = 0; l < shape_.layers; ++l)
+    c.layers.push_back(attention_cache(cfg, batch, NH, HS, capacity, lambda(l), params_.dtype(), device()));
+  return c;
+}
+
+void Body::check_extend(const Tensor& ids, const DecodeCache& cache) const {
+  if (cache.layers.size() != static_cast<size_t>(shape_.layers))
+    fail("generate", "the cache has {} layers, the model {}", cache.layers.size(), shape_.layers);
+  if (ids.dim() != 2 || ids.dtype() != DType::i32 || ids.size(1) < 1)
+    fail("generate", "ids must be (B,n) i32 with n >= 1, got {}", ids.str());
+  if (ids.size(0) != cache.layers.front().k.size(0))
+    fail("generate", "ids {} for a cache of {} sequences", ids.str(), cache.layers.front().k.size(0));
+  if (cache.length() + ids.size(1) > cache.capacity())
+    fail("generate", "{} positions after {} exceed the cache's {} (the model's limit is {})", ids.size(1),
+         cache.length(), cache.capacity(), shape_.max_positions);
+}
+
 Var Body::lambda_of(int64_t layer, const Var& rho) const {
   return layer_lambda(shape_.attention, rho, layer, shape_.heads, params_);
 }

@@ -5,11 +5,13 @@
 // optimizer and the gradient norm see one list of parameters in one order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/incremental.h"
 #include "model/params.h"
 #include "model/positions.h"
 
@@ -31,6 +33,14 @@ struct BodyShape {
   void validate() const;
 };
 
+// What generation keeps between calls of Body::extend: each layer's attention cache
+// (attention/incremental.h). All layers hold the same number of positions.
+struct DecodeCache {
+  std::vector<AttentionCache> layers;
+  int64_t length() const { return layers.empty() ? 0 : layers.front().len; }
+  int64_t capacity() const { return layers.empty() ? 0 : layers.front().capacity; }
+};
+
 class Body {
  public:
   virtual ~Body() = default;
@@ -43,6 +53,13 @@ class Body {
   // layer's A and B) when it is not null.
   virtual Var hidden(const Tensor& ids, const Tensor& type_ids, const Tensor& key_mask, bool training,
                      uint64_t step, std::vector<AttentionMaps>* maps = nullptr) = 0;
+
+  // Generation (a causal decoder; an encoder refuses both): an empty cache for `batch` sequences
+  // of up to `capacity` <= max_positions positions, and the final hidden states (B,n,C) of n new
+  // positions ids (B,n) after the cache's, which join it. Equal to those positions' rows of
+  // hidden() over the whole sequence, up to rounding (eval mode: no dropout; no gradient).
+  virtual DecodeCache decode_cache(int64_t batch, int64_t capacity);
+  virtual Var extend(const Tensor& ids, DecodeCache& cache);
 
   ParamStore& params() { return params_; }
   // The device of the parameters: hidden() copies its inputs there once (a batch made on the
@@ -78,6 +95,14 @@ class Body {
   // Returns the merged heads (B,T,C).
   Var attend(Var q, Var k, const Var& v, const Tensor& key_mask, const Var& lam, bool keep_qk,
              std::vector<AttentionMaps>* maps);
+  // attend() for generation: q, k, v (B,NH,n,HS) of n positions after the cache's, RoPE at those
+  // positions, attention_extend. Returns the merged heads (B,n,C).
+  Var attend_cached(Var q, Var k, const Var& v, AttentionCache& cache) const;
+  // The empty cache of every layer, λ of layer l from lambda(l) (Body::lambda_of of its rho).
+  DecodeCache make_decode_cache(int64_t batch, int64_t capacity,
+                                const std::function<Var(int64_t)>& lambda) const;
+  // The checks of extend()'s input: ids (B,n) i32 for the cache's batch, within its capacity.
+  void check_extend(const Tensor& ids, const DecodeCache& cache) const;
   // The λ of layer `layer`: its learnable rho when registered (rho_name), else the constant.
   Var lambda_of(int64_t layer, const Var& rho) const;
   // Registers layer `layer`'s learnable λ (the `*.saobp_lambda_rho` tensor of the spec list) and

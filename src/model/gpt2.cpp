@@ -67,40 +67,69 @@ namespace {
 Var conv1d(const Var& x, const Var& w, const Var& b) { return add(matmul(x, w), b); }
 }  // namespace
 
+Var Gpt2Decoder::embed(const Tensor& ids, int64_t offset, bool training, uint64_t step) const {
+  const int64_t T = ids.size(1);
+  Var x = embedding(tokens_, ids);  // (B,T,C)
+  if (shape_.positions == PositionKind::learned) {
+    std::vector<int32_t> pos(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(offset + t);
+    x = add(x, embedding(wpe_, Tensor::from_vector(pos, {1, T}, ids.device())));
+  }
+  return drop(x, "transformer.drop", step, training);
+}
+
+Var Gpt2Decoder::block(size_t l, const Var& x_in, bool training, uint64_t step, const Attend& attend) const {
+  const Block& b = blocks_[l];
+  const std::string site = fmt::format("transformer.h.{}.", l);
+  const int64_t C = shape_.hidden, NH = shape_.heads;
+  const Var lam = lambda_of(static_cast<int64_t>(l), b.lambda_rho);
+  // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
+  const std::vector<Var> qkv =
+      split(conv1d(layernorm(x_in, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b), 2, C);
+  Var a = attend(split_heads(qkv[0], NH), split_heads(qkv[1], NH), split_heads(qkv[2], NH), lam);
+  a = drop(conv1d(a, b.aproj_w, b.aproj_b), site + "attn.resid_dropout", step, training);
+  const Var x = add(x_in, a);
+  // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj
+  Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, shape_.ln_eps), b.fc_w, b.fc_b), true), b.mproj_w,
+                 b.mproj_b);
+  return add(x, drop(h, site + "mlp.dropout", step, training));
+}
+
 Var Gpt2Decoder::hidden(const Tensor& ids_in, const Tensor& type_ids, const Tensor& key_mask_in,
                         bool training, uint64_t step, std::vector<AttentionMaps>* maps) {
   (void)type_ids;
   check_inputs("gpt2", ids_in, key_mask_in);
   const Tensor ids = on_device(ids_in), key_mask = on_device(key_mask_in);
-  const int64_t T = ids.size(1), C = shape_.hidden, NH = shape_.heads;
-  Var x = embedding(tokens_, ids);  // (B,T,C)
-  if (shape_.positions == PositionKind::learned) {
-    std::vector<int32_t> pos(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-    x = add(x, embedding(wpe_, Tensor::from_vector(pos, {1, T}, ids.device())));
-  }
-  x = drop(x, "transformer.drop", step, training);
+  Var x = embed(ids, 0, training, step);
   const bool keep_qk = begin(x, maps, training);
+  const Attend full = [&](const Var& q, const Var& k, const Var& v, const Var& lam) {
+    return attend(q, k, v, key_mask, lam, keep_qk, maps);
+  };
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& b = blocks_[l];
-    const std::string site = fmt::format("transformer.h.{}.", l);
-    const Var lam = lambda_of(static_cast<int64_t>(l), b.lambda_rho);
-    // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
-    const std::vector<Var> qkv =
-        split(conv1d(layernorm(x, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b), 2, C);
-    Var a = attend(split_heads(qkv[0], NH), split_heads(qkv[1], NH), split_heads(qkv[2], NH), key_mask, lam,
-                   keep_qk, maps);
-    a = drop(conv1d(a, b.aproj_w, b.aproj_b), site + "attn.resid_dropout", step, training);
-    x = add(x, a);
-    // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj
-    Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, shape_.ln_eps), b.fc_w, b.fc_b), true),
-                   b.mproj_w, b.mproj_b);
-    x = add(x, drop(h, site + "mlp.dropout", step, training));
+    x = block(l, x, training, step, full);
     captured(x);
   }
   Var out = layernorm(x, lnf_w_, lnf_b_, shape_.ln_eps);
   captured(out);
   return out;
+}
+
+DecodeCache Gpt2Decoder::decode_cache(int64_t batch, int64_t capacity) {
+  return make_decode_cache(batch, capacity, [this](int64_t l) {
+    return lambda_of(l, blocks_[static_cast<size_t>(l)].lambda_rho);
+  });
+}
+
+Var Gpt2Decoder::extend(const Tensor& ids_in, DecodeCache& cache) {
+  NoGradGuard no_grad;
+  check_extend(ids_in, cache);
+  const Tensor ids = on_device(ids_in);
+  Var x = embed(ids, cache.length(), false, 0);
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    x = block(l, x, false, 0, [&](const Var& q, const Var& k, const Var& v, const Var&) {
+      return attend_cached(q, k, v, cache.layers[l]);
+    });
+  return layernorm(x, lnf_w_, lnf_b_, shape_.ln_eps);
 }
 
 }  // namespace saobp

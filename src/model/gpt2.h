@@ -6,6 +6,7 @@
 // and k) or absent. GPT2LMHeadModel is the decoder with the LM head tied to the token
 // embeddings (logits = h wteᵀ, no bias; model/heads.h).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "model/body.h"
@@ -29,12 +30,22 @@ class Gpt2Decoder : public Body {
   // The final hidden states (after ln_f), (B,T,C) (Body::hidden; type_ids are ignored).
   Var hidden(const Tensor& ids, const Tensor& type_ids, const Tensor& key_mask, bool training, uint64_t step,
              std::vector<AttentionMaps>* maps = nullptr) override;
+  // Generation (Body::decode_cache, Body::extend): the same layers, attention from the cache.
+  DecodeCache decode_cache(int64_t batch, int64_t capacity) override;
+  Var extend(const Tensor& ids, DecodeCache& cache) override;
 
  private:
   struct Block {
     Var ln1_w, ln1_b, attn_w, attn_b, aproj_w, aproj_b, ln2_w, ln2_b, fc_w, fc_b, mproj_w, mproj_b;
     Var lambda_rho;  // learnable λ only
   };
+  // q, k, v (B,NH,T,HS) and layer l's λ -> the merged attention output (B,T,C).
+  using Attend = std::function<Var(const Var& q, const Var& k, const Var& v, const Var& lam)>;
+  // The token and (learned) position embeddings of ids (B,T) at positions [offset, offset + T), after
+  // dropout.
+  Var embed(const Tensor& ids, int64_t offset, bool training, uint64_t step) const;
+  // Block l on x (B,T,C), its attention through `attend`.
+  Var block(size_t l, const Var& x, bool training, uint64_t step, const Attend& attend) const;
   Var wpe_, lnf_w_, lnf_b_;
   std::vector<Block> blocks_;
 };
@@ -57,6 +68,9 @@ class GPT2LMHeadModel : public WithHead<Gpt2Decoder, CausalLmHead> {
   }
   // The LM head on hidden states (...,C): logits (...,V).
   Var lm_head(const Var& h) { return head_.logits(h); }
+  // Generation: the logits (B,n,V) of n new positions ids (B,n) after the cache's (Body::extend).
+  DecodeCache decode_cache(int64_t batch, int64_t capacity) { return body_.decode_cache(batch, capacity); }
+  Var extend(const Tensor& ids, DecodeCache& cache) { return lm_head(body_.extend(ids, cache)); }
   // CausalLmHead::loss_of: targets (B,T) already aligned with the logits.
   Var lm_loss(const Var& logits, const Tensor& targets) { return CausalLmHead::loss_of(logits, targets); }
 };

@@ -82,10 +82,12 @@ GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, c
                            [](const GemmDims& d) { return d.M; });
 }
 
-void check_rope(const Tensor& x, double base, const Tensor& y) {
+void check_rope(const Tensor& x, double base, const Tensor& y, int64_t offset) {
   if (x.dim() != 4 || x.size(3) % 2 != 0)
     fail("rope", "expected x (B,NH,T,HS) with HS even, got {}", x.str());
   if (!(base > 0)) fail("rope", "base must be positive, got {}", base);
+  if (offset < 0 || offset >= (int64_t{1} << 40))
+    fail("rope", "the position offset must be in [0, 2^40), got {}", offset);
   check_shape(y, x.shape(), "rope", "output");
   check_dtype(y, x.dtype(), "rope", "output");
   if (!x.is_contiguous() || !y.is_contiguous())

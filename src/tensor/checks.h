@@ -50,8 +50,8 @@ GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, con
 GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
                            const Tensor& sums);
 
-// rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0.
-void check_rope(const Tensor& x, double base, const Tensor& y);
+// rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0; offset in [0, 2^40).
+void check_rope(const Tensor& x, double base, const Tensor& y, int64_t offset);
 
 // The regularizers' inputs (both passes), all contiguous and on q's (wq's) device:
 // entropy_reg_penalty: q, k (B,NH,T,HS) of one dtype, f32 or f64; key_mask undefined or (B,T) u8.

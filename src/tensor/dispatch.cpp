@@ -279,10 +279,10 @@ void unary_backward(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& 
   SAOBP_ON_DEVICE(gx, unary_backward, op, x, y, gy, gx);
 }
 
-void rope(const Tensor& x, double base, bool inverse, Tensor& y) {
+void rope(const Tensor& x, double base, bool inverse, Tensor& y, int64_t offset) {
   require_same_device("rope", y, {&x});
-  check_rope(x, base, y);
-  SAOBP_ON_DEVICE(y, rope, x, base, inverse, y);
+  check_rope(x, base, y, offset);
+  SAOBP_ON_DEVICE(y, rope, x, base, inverse, y, offset);
 }
 
 void entropy_reg_penalty_forward(const Tensor& q, const Tensor& k, const Tensor& key_mask, bool causal,

@@ -8,6 +8,7 @@
 namespace saobp {
 
 // cos and sin of t θ_i, θ_i = base^(-2i/HS), for t in [0,T), i in [0,HS/2): row-major (T, HS/2).
+// Entry (t, i) depends on t, i, HS and base only, so a longer table starts with a shorter one's rows.
 inline void rope_table(int64_t T, int64_t HS, double base, std::vector<double>& cs, std::vector<double>& sn) {
   const int64_t H = HS / 2;
   cs.resize(static_cast<size_t>(T * H));

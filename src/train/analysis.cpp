@@ -13,26 +13,24 @@ namespace saobp {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The task of a checkpoint with its weights loaded, with the checkpoint's own tokenizer when it
-// carries one (unless an override names data.vocab): the folder is all a single input needs.
-// The corpus is read only when a batch is asked for (data_setup.h).
-std::unique_ptr<Task> load_task(const std::string& given_dir, const std::vector<std::string>& overrides,
-                                RunConfig& cfg) {
+std::unique_ptr<Task> load_checkpoint_task(const std::string& given_dir,
+                                           const std::vector<std::string>& overrides, RunConfig& cfg,
+                                           const char* op) {
   const std::string dir = readable_checkpoint(given_dir);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail("analyze", "{}: not a checkpoint directory", dir);
+  if (!fs::is_directory(dir, ec)) fail(op, "{}: not a checkpoint directory", dir);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
   const bool vocab_given = std::any_of(overrides.begin(), overrides.end(),
                                        [](const std::string& o) { return o.starts_with("data.vocab="); });
-  use_checkpoint_tokenizer(dir, vocab_given, cfg, "analyze");
+  use_checkpoint_tokenizer(dir, vocab_given, cfg, op);
   verify_checksums(dir, {"optimizer.safetensors", "model.safetensors"});  // load_weights checks that one
   std::unique_ptr<Task> task = make_task(cfg);
   check_checkpoint_config(dir, task->hf_config(), task->tokenizer());
   load_weights(dir, task->params());
   return task;
 }
+
+namespace {
 
 // Rows [0, r) of every (B,...) tensor of the maps and of the mask.
 void keep_rows(std::vector<AttentionMaps>& maps, Tensor& mask, int64_t r) {
@@ -49,7 +47,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   if (opt.samples < 1 || opt.samples > kMaxAnalyzeSamples)
     fail("analyze", "--samples must be in [1, {}], got {}", kMaxAnalyzeSamples, opt.samples);
   RunConfig cfg;
-  const std::unique_ptr<Task> task = load_task(dir, opt.overrides, cfg);
+  const std::unique_ptr<Task> task = load_checkpoint_task(dir, opt.overrides, cfg);
   // The held-out set is all there is: more samples would repeat its sequences.
   const int64_t n = task->held_out_examples(), samples = n > 0 ? std::min(opt.samples, n) : opt.samples;
   DiagnosticsOptions d;
@@ -110,7 +108,7 @@ Inspection run_inspection(Task& task, const std::vector<int32_t>& ids) {
 Inspection inspect_checkpoint(const std::string& dir, const std::string& text,
                               const std::vector<int32_t>& ids, const std::vector<std::string>& overrides) {
   RunConfig cfg;
-  const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
+  const std::unique_ptr<Task> task = load_checkpoint_task(dir, overrides, cfg);
   std::vector<int32_t> input = ids;
   if (!text.empty()) {
     const Tokenizer* tok = task->tokenizer();
@@ -131,7 +129,7 @@ Inspection inspect_checkpoint(const std::string& dir, const std::string& text,
 
 Inspection inspect_sample(const std::string& dir, int64_t index, const std::vector<std::string>& overrides) {
   RunConfig cfg;
-  const std::unique_ptr<Task> task = load_task(dir, overrides, cfg);
+  const std::unique_ptr<Task> task = load_checkpoint_task(dir, overrides, cfg);
   const int64_t B = task->batch_size();
   if (B <= 0) fail("inspect", "this task does not expose its batches");
   if (index < 0) fail("inspect", "sample index {} is negative", index);

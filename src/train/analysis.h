@@ -3,14 +3,26 @@
 // model: tokens, every layer's A and B, hidden states, logits). `saobp report` uses both.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention/diagnostics.h"
 #include "tensor/tensor.h"
+#include "train/config.h"
 
 namespace saobp {
+
+class Task;
+
+// The task of a checkpoint with its weights loaded (eval mode is the caller's: no training step
+// runs), with the checkpoint's own tokenizer when it carries one (unless an override names
+// data.vocab): the folder is all a single input needs. The corpus is read only when a batch is
+// asked for (data_setup.h). `cfg` receives the checkpoint's config with the overrides applied.
+// For analyze, inspect and generate; `op` names the command in errors.
+std::unique_ptr<Task> load_checkpoint_task(const std::string& dir, const std::vector<std::string>& overrides,
+                                           RunConfig& cfg, const char* op = "analyze");
 
 // The most held-out sequences one analysis averages (generated data has no end of its own).
 constexpr int64_t kMaxAnalyzeSamples = int64_t{1} << 20;

@@ -80,6 +80,8 @@ class LmTask : public Task {
     ids = b.ids, mask = b.key_mask;
   }
   const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+  Body* lm_body() override { return body_.get(); }
+  LmHead* lm_head() override { return head_.get(); }
   // The trainer calls this before its first step: a corpus is tokenized here (or its cache
   // opened), not inside the first timed step; eval, analyze and inspect do not, so they prepare
   // only what their batches need (data_setup.h).

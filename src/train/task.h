@@ -13,6 +13,7 @@
 #include "autograd/var.h"
 #include "data/lm_source.h"
 #include "model/body.h"
+#include "model/heads.h"
 #include "tokenizer/tokenizer.h"
 #include "train/config.h"
 #include "train/regularizer.h"
@@ -80,6 +81,10 @@ class Task {
   virtual std::vector<std::string> head_prefixes() const { return {}; }
   // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
   virtual const Tokenizer* tokenizer() const { return nullptr; }
+  // The body and language-model head of a pretraining task (`saobp generate` runs a causal one);
+  // null for the others (a task head is not a language model).
+  virtual Body* lm_body() { return nullptr; }
+  virtual LmHead* lm_head() { return nullptr; }
   // train.regularizer (off unless set): the penalty of the last train_loss is logged.
   const Regularizer& regularizer() const { return reg_; }
 

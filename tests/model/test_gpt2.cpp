@@ -21,17 +21,6 @@ DecoderConfig tiny_gpt(AttnVariant variant = AttnVariant::original,
   return c;
 }
 
-// Deterministic pseudo-random tokens in [0, V).
-std::vector<int32_t> tokens(size_t n, int32_t V, uint32_t seed) {
-  std::vector<int32_t> v(n);
-  uint32_t s = seed;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(V));
-  }
-  return v;
-}
-
 // targets[b,t] = ids[b,t+1]; the last position is ignored.
 Tensor next_token_targets(const std::vector<int32_t>& ids, int64_t B, int64_t T) {
   std::vector<int32_t> t(ids.size(), -100);

@@ -10,7 +10,7 @@ namespace {
 
 Tensor rope_of(const Tensor& x, double base, bool inverse) {
   Tensor y = x.empty_like();
-  kern::rope(x, base, inverse, y);
+  kern::rope(x, base, inverse, y, 0);
   return y;
 }
 
@@ -62,7 +62,7 @@ TEST_CASE("rope: rotation preserves norms, inverse undoes forward", "[model]") {
   CHECK(max_abs_diff(values(rope_of(y, 100.0, true)), xv) < 1e-12);
   // In place (y aliases x) gives the same result.
   Tensor z = x.clone();
-  kern::rope(z, 100.0, false, z);
+  kern::rope(z, 100.0, false, z, 0);
   CHECK(bitwise_equal(z, y));
   // f32 agrees with f64.
   CHECK(max_abs_diff(values(rope_of(x.to(DType::f32), 100.0, false)), yv) < 1e-5);
@@ -88,7 +88,30 @@ TEST_CASE("rope: <rope(q)_t, rope(k)_s> depends only on t - s", "[model]") {
 
 TEST_CASE("rope: rejects an odd head size and non-positive base", "[model]") {
   Tensor x = randn({1, 1, 2, 3}, 9), y = x.empty_like();
-  CHECK_ERROR(kern::rope(x, 10000.0, false, y), Catch::Contains("[rope]"));
+  CHECK_ERROR(kern::rope(x, 10000.0, false, y, 0), Catch::Contains("[rope]"));
   Tensor x2 = randn({1, 1, 2, 4}, 9), y2 = x2.empty_like();
-  CHECK_ERROR(kern::rope(x2, 0.0, false, y2), Catch::Contains("base"));
+  CHECK_ERROR(kern::rope(x2, 0.0, false, y2, 0), Catch::Contains("base"));
+  CHECK_ERROR(kern::rope(x2, 10000.0, false, y2, -1), Catch::Contains("offset"));
+}
+
+TEST_CASE("rope: rows at an offset are the same rows of the whole sequence, bit for bit", "[model]") {
+  // Generation rotates the new rows of q and k at positions [P, P + n): each must equal row P + t
+  // of a whole-sequence rotation (the logits of incremental decoding equal the full forward's).
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor x = randn({2, 3, 40, 8}, 11).to(dt);
+    const Tensor whole = rope_of(x, 500.0, false);
+    for (int64_t P : {0, 1, 17, 39}) {
+      const int64_t n = std::min<int64_t>(3, 40 - P);
+      const Tensor part = x.slice(2, P, P + n).contiguous();
+      Tensor y = part.empty_like();
+      kern::rope(part, 500.0, false, y, P);
+      CHECK(bitwise_equal(y, whole.slice(2, P, P + n).contiguous()));
+      Tensor back = y.empty_like();  // the inverse at the same offset undoes it
+      kern::rope(y, 500.0, true, back, P);
+      CHECK(max_abs_diff(values(back), values(part)) < (dt == DType::f32 ? 1e-5 : 1e-12));
+    }
+  }
+  // The differentiable op passes the offset through its backward too.
+  require_gradcheck([](const std::vector<Var>& v) { return rope(v[0], 10000.0, 7); },
+                    {randn({1, 2, 3, 4}, 12)});
 }

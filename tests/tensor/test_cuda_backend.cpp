@@ -729,15 +729,24 @@ TEST_CASE("cuda rope forward and inverse match the CPU's, in place too", "[cuda]
         // T = 300 reaches angles t θ_0 of hundreds of radians, where float angles would drift.
         const Tensor x = randn({2, 3, 300, 10}, dt, 70, 2.0);
         Tensor y_c = x.empty_like(), y_g = Tensor::empty(x.shape(), dt, kGpu);
-        kern::rope(x, base, inverse, y_c);
-        kern::rope(gpu(x), base, inverse, y_g);
+        kern::rope(x, base, inverse, y_c, 0);
+        kern::rope(gpu(x), base, inverse, y_g, 0);
         CHECK_CLOSE(y_c, y_g, dt);
         Tensor z = gpu(x);  // y aliasing x
-        kern::rope(z, base, inverse, z);
+        kern::rope(z, base, inverse, z, 0);
         CHECK(bitwise_equal(y_g, z));
         Tensor y_g2 = Tensor::empty(x.shape(), dt, kGpu);
-        kern::rope(gpu(x), base, inverse, y_g2);
+        kern::rope(gpu(x), base, inverse, y_g2, 0);
         CHECK(bitwise_equal(y_g, y_g2));
+        // Rows at an offset (generation): the same rows of the whole rotation, and the CPU's.
+        for (int64_t P : {1, 100, 299}) {
+          const Tensor part = x.slice(2, P, 300).contiguous();
+          Tensor p_c = part.empty_like(), p_g = Tensor::empty(part.shape(), dt, kGpu);
+          kern::rope(part, base, inverse, p_c, P);
+          kern::rope(gpu(part), base, inverse, p_g, P);
+          CHECK(bitwise_equal(p_g, y_g.slice(2, P, 300).contiguous()));
+          CHECK_CLOSE(p_c, p_g, dt);
+        }
       }
 }
 

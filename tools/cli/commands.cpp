@@ -60,6 +60,7 @@ void register_all(CLI::App& app) {
   register_finetune(app);
   register_make_task(app);
   register_glue_score(app);
+  register_generate(app);
   register_study(app);
   register_correlate(app);
   register_cost(app);

@@ -59,6 +59,7 @@ void register_analyze(CLI::App& app);  // analyze and inspect
 void register_finetune(CLI::App& app);
 void register_make_task(CLI::App& app);
 void register_glue_score(CLI::App& app);
+void register_generate(CLI::App& app);
 // `saobp eval --task`: a benchmark's metrics of a checkpoint into `out` (cmd_finetune.cpp).
 int run_benchmark_eval(const std::string& checkpoint, const std::string& task, const std::string& data,
                        bool zero_shot, const std::vector<std::string>& overrides, std::string out);
