@@ -71,6 +71,9 @@ struct AttentionMaps {
   Tensor probs;   // (B,NH,T,T) B (== attn for original)
   Tensor keep;    // (B,NH) 1 = head used, 0 = skipped as sinky; undefined without the skip
   Tensor values;  // (B,NH,T,HS) V (the sink indicator compares the norms of sink tokens' values)
+  // Filled by the model (Body), not by attention(): q and k (B,NH,T,HS) as attention read them
+  // (after RoPE), and before RoPE (undefined when the model has no rotary positions).
+  Tensor queries, keys, raw_queries, raw_keys;
 };
 
 // q, k, v: (B,NH,T,HS). key_mask: (B,T) u8 with 1 for tokens, or undefined (no padding).

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention/metrics.h"
+#include "attention/rope_analysis.h"
 #include "tensor/tensor.h"
 
 namespace saobp {
@@ -92,6 +94,13 @@ struct SinkResult {
   std::vector<int64_t> sink_tokens;
 };
 SinkResult sink_indicator(const RowMatrix& a, double peak_tau = 0.95, double sinky_fraction = 0.8);
+// Positional heads (the connection-bottleneck slides): the mean attention of a row to its own
+// token, (1/n) Σ_i a_ii, and to the token before it, (1/(n-1)) Σ_{i>=1} a_{i,i-1} (NaN for n = 1).
+// A head whose mean over samples exceeds 1/2 is a diagonal or previous-token head.
+struct PositionalScores {
+  double diagonal = 0, previous = 0;
+};
+PositionalScores positional_scores(const RowMatrix& a);
 
 // ---- batched accumulation ---------------------------------------------------------------------
 
@@ -126,6 +135,8 @@ struct HeadDiagnostics {
   double sink_value_norm = std::numeric_limits<double>::quiet_NaN();   // mean |v_j| over sink tokens
   double other_value_norm = std::numeric_limits<double>::quiet_NaN();  // mean |v_j| over the others
   int64_t sink_tokens = 0, other_tokens = 0;                           // token counts behind the two norms
+  double diagonal = 0;                                                 // positional_scores, mean over samples
+  double previous = std::numeric_limits<double>::quiet_NaN();          // over samples with n >= 2
   std::vector<double> position_entropy;  // eq. 2 of row p, mean over samples with n > p
 };
 
@@ -160,6 +171,8 @@ struct DiagnosticsReport {
   // Per layer, the fraction of (sample, head) pairs the model's head skip dropped (empty when
   // the model does not skip heads). Filled by the caller that ran the model (analyze).
   std::vector<double> skip_rate;
+  // A model with rotary positions: its frequency bands and decay bound (filled by analyze).
+  std::optional<RopeReport> rope;
   // Every (sample, layer, map, head) in sample order, then layer, map, head (options.per_sample).
   std::vector<SampleDiagnostics> per_sample;
 
@@ -194,6 +207,8 @@ class DiagnosticsAccumulator {
     int64_t gtd_n = 0;
     double sink_norm = 0, other_norm = 0;
     int64_t sink_n = 0, other_n = 0;
+    double diagonal = 0, previous = 0;
+    int64_t previous_n = 0;
     std::vector<double> position_entropy;
   };
 

@@ -13,12 +13,13 @@
 
 namespace saobp {
 
-AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH, int64_t HS, int64_t capacity,
-                               const Var& lambda, DType dtype, Device device) {
+AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH, int64_t HS,
+                               int64_t capacity, const Var& lambda, DType dtype, Device device) {
   if (!cfg.causal)
-    fail("generate",
-         "incremental attention needs a causal decoder (model.family = \"gpt2\"): an encoder's rows attend to "
-         "later positions");
+    fail(
+        "generate",
+        "incremental attention needs a causal decoder (model.family = \"gpt2\"): an encoder's rows attend to "
+        "later positions");
   if (cfg.skip_sinky)
     fail("generate",
          "model.skip_sinky_heads: the head skip decides from the peaked rows of the whole sequence, later "
@@ -42,7 +43,8 @@ AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH
     c.neg_c = Tensor::from_vector(neg_c, {1, NH, 1, 1}, device).to(dtype);
     c.messages = Tensor::zeros({cfg.steps, B, NH, 1, capacity}, dtype, device);
   }
-  if (cfg.variant == AttnVariant::bp_elemmul) c.attention = Tensor::zeros({B, NH, capacity, capacity}, dtype, device);
+  if (cfg.variant == AttnVariant::bp_elemmul)
+    c.attention = Tensor::zeros({B, NH, capacity, capacity}, dtype, device);
   return c;
 }
 
@@ -65,7 +67,8 @@ Tensor attention_extend(const Tensor& q, const Tensor& k, const Tensor& v, Atten
   kern::copy(k, k_new, false);
   kern::copy(v, v_new, false);
   const Var K(cache.k.slice(2, 0, L).contiguous()), V(cache.v.slice(2, 0, L).contiguous());
-  const Var s = scale(matmul(Var(q), transpose(K, 2, 3)), 1.0 / std::sqrt(static_cast<double>(HS)));  // (B,NH,n,L)
+  const Var s =
+      scale(matmul(Var(q), transpose(K, 2, 3)), 1.0 / std::sqrt(static_cast<double>(HS)));  // (B,NH,n,L)
 
   // Row j of the chunk sits at position P + j and sees keys k <= P + j. One new row sees all keys.
   Tensor mask, maskf, below;

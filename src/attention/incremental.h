@@ -34,8 +34,8 @@ struct AttentionCache {
 // An empty cache for q, k, v of (B,NH,·,HS) in `dtype` on `device`. lambda: (NH) per-head λ of the
 // layer (BP variants; read once, here). Throws for an encoder's config (cfg.causal false) and for
 // the head skip.
-AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH, int64_t HS, int64_t capacity,
-                               const Var& lambda, DType dtype, Device device);
+AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH, int64_t HS,
+                               int64_t capacity, const Var& lambda, DType dtype, Device device);
 
 // The attention output (B,NH,n,HS) of n new positions [len, len + n), given their q, k, v
 // (B,NH,n,HS), k rotated already; appends them to the cache. Equals rows [len, len + n) of

@@ -55,12 +55,18 @@ bool Body::begin(const Var& embeddings, std::vector<AttentionMaps>* maps, bool t
 
 Var Body::attend(Var q, Var k, const Var& v, const Tensor& key_mask, const Var& lam, bool keep_qk,
                  std::vector<AttentionMaps>* maps) {
-  if (shape_.positions == PositionKind::rope) q = rope(q, shape_.rope_base), k = rope(k, shape_.rope_base);
-  if (keep_qk) qk_->emplace_back(q, k);
   AttentionMaps m;
+  if (shape_.positions == PositionKind::rope) {
+    if (maps) m.raw_queries = q.data(), m.raw_keys = k.data();
+    q = rope(q, shape_.rope_base), k = rope(k, shape_.rope_base);
+  }
+  if (keep_qk) qk_->emplace_back(q, k);
   Var a = merge_heads(
       attention(q, k, v, key_mask, lam, shape_.attention.call_config(shape_.causal), maps ? &m : nullptr));
-  if (maps) maps->push_back(m);
+  if (maps) {
+    m.queries = q.data(), m.keys = k.data();
+    maps->push_back(m);
+  }
   return a;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <numbers>
+#include <optional>
 
 #include "core/fs.h"
 #include "model/safetensors.h"
@@ -37,7 +39,8 @@ void keep_rows(std::vector<AttentionMaps>& maps, Tensor& mask, int64_t r) {
   auto cut = [r](Tensor& t) {
     if (t.defined()) t = t.slice(0, 0, r).contiguous();
   };
-  for (AttentionMaps& m : maps) cut(m.attn), cut(m.probs), cut(m.keep), cut(m.values);
+  for (AttentionMaps& m : maps)
+    cut(m.attn), cut(m.probs), cut(m.keep), cut(m.values), cut(m.queries), cut(m.keys);
   cut(mask);
 }
 
@@ -55,7 +58,10 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   d.graph_metrics = opt.graph_metrics;
   d.per_sample = opt.per_sample;
   DiagnosticsAccumulator acc(d);
-  int64_t remaining = samples;
+  const ModelSection& ms = cfg.model;
+  std::optional<RopePairNorms> pairs;  // a model with rotary positions: q and k per frequency
+  if (ms.positions == "rope") pairs.emplace(ms.layers, ms.heads, ms.hidden / ms.heads);
+  int64_t remaining = samples, longest = 0;
   std::vector<double> kept;  // per layer: (sample, head) pairs kept by the head skip
   for (int64_t index = 0; remaining > 0; ++index) {
     std::vector<AttentionMaps> maps;
@@ -66,6 +72,10 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
     std::vector<Tensor> values;
     for (const AttentionMaps& m : maps) values.push_back(m.values);
     acc.add(maps, mask, &values);
+    longest = std::max(longest, maps.front().probs.size(2));
+    if (pairs)
+      for (size_t l = 0; l < maps.size(); ++l)
+        pairs->add(static_cast<int64_t>(l), maps[l].queries, maps[l].keys, mask);
     if (maps.front().keep.defined()) {
       kept.resize(maps.size());
       for (size_t l = 0; l < maps.size(); ++l)
@@ -75,6 +85,18 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   }
   DiagnosticsReport report = acc.report();
   for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(samples * report.heads));
+  if (pairs) {
+    RopeReport& r = report.rope.emplace();
+    r.base = ms.rope_base;
+    r.head_size = ms.hidden / ms.heads;
+    r.seq_len = longest;
+    r.theta = rope_thetas(r.head_size, r.base);
+    for (double t : r.theta) r.wavelength.push_back(2 * std::numbers::pi / t);
+    r.q_norm = pairs->q_norm();
+    r.k_norm = pairs->k_norm();
+    r.distances = rope_decay_distances(ms.max_positions - 1);
+    r.bound = rope_decay_bound(r.head_size, r.base, r.distances);
+  }
   return report;
 }
 
@@ -88,6 +110,10 @@ void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, c
   write_file_atomic((fs::path(out_dir) / "positions.csv").string(), r.positions_csv());
   if (r.options.per_sample)
     write_file_atomic((fs::path(out_dir) / "per_sample.csv").string(), r.per_sample_csv());
+  if (r.rope) {
+    write_file_atomic((fs::path(out_dir) / "rope_bands.csv").string(), r.rope->bands_csv());
+    write_file_atomic((fs::path(out_dir) / "rope_decay.csv").string(), r.rope->decay_csv());
+  }
 }
 
 namespace {
@@ -155,6 +181,12 @@ void write_inspection(const Inspection& in, const std::string& path) {
   for (size_t l = 0; l < in.maps.size(); ++l) {
     out.push_back({fmt::format("layer.{}.attn", l), first(in.maps[l].attn)});
     out.push_back({fmt::format("layer.{}.probs", l), first(in.maps[l].probs)});
+    // q and k as attention read them, and before RoPE when the model has rotary positions.
+    for (const auto& [name, t] : {std::pair{"q", in.maps[l].queries},
+                                  {"k", in.maps[l].keys},
+                                  {"q_raw", in.maps[l].raw_queries},
+                                  {"k_raw", in.maps[l].raw_keys}})
+      if (t.defined()) out.push_back({fmt::format("layer.{}.{}", l, name), first(t)});
     if (in.maps[l].values.defined())
       out.push_back({fmt::format("layer.{}.values", l), first(in.maps[l].values)});
   }

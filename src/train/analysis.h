@@ -47,7 +47,7 @@ void write_analysis(const DiagnosticsReport& r, const std::string& checkpoint, c
 struct Inspection {
   std::vector<int32_t> ids;         // the input (one sequence)
   std::vector<std::string> tokens;  // their strings (the checkpoint's tokenizer; "id:N" without one)
-  std::vector<AttentionMaps> maps;  // per layer: attn A, probs B (1,NH,T,T), values (1,NH,T,HS)
+  std::vector<AttentionMaps> maps;  // per layer: attn A, probs B (1,NH,T,T), values, q, k (1,NH,T,HS)
   std::vector<Tensor> hidden;       // embeddings output, then every layer's output: (1,T,C)
   Tensor logits;                    // the model's output head: (1,T,V) (MLM / LM / classes (1,K))
 };
@@ -62,8 +62,9 @@ Inspection inspect_sample(const std::string& dir, int64_t index,
                           const std::vector<std::string>& overrides = {});
 
 // Writes an inspection as safetensors: "ids" (T) i32, "layer.{l}.attn" / ".probs" (NH,T,T),
-// "layer.{l}.values" (NH,T,HS), "hidden.{i}" (T,C), "logits"; the tokens in the metadata
-// ("tokens": a JSON array).
+// "layer.{l}.q" / ".k" (NH,T,HS) as attention read them (after RoPE), "layer.{l}.q_raw" / ".k_raw"
+// before RoPE (models with rotary positions), "layer.{l}.values" (NH,T,HS), "hidden.{i}" (T,C),
+// "logits"; the tokens in the metadata ("tokens": a JSON array).
 void write_inspection(const Inspection& in, const std::string& path);
 
 }  // namespace saobp

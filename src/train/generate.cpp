@@ -23,7 +23,8 @@ namespace {
 void check_finite(const std::vector<double>& logits) {
   for (size_t i = 0; i < logits.size(); ++i)
     if (!std::isfinite(logits[i]))
-      fail("generate", "the model's logit of token {} is {}: the weights or the input are broken", i, logits[i]);
+      fail("generate", "the model's logit of token {} is {}: the weights or the input are broken", i,
+           logits[i]);
 }
 
 // The ids in order of decreasing logit, ties by the lower id.
@@ -128,9 +129,9 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
   const auto t1 = Clock::now();
   g.stop = "max_new_tokens";
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-    const int32_t tok =
-        next_token(logits, o.sampling,
-                   o.sampling.greedy ? 0.0 : uniform_draw(o.sampling.seed, o.stream, static_cast<uint64_t>(i)));
+    const int32_t tok = next_token(
+        logits, o.sampling,
+        o.sampling.greedy ? 0.0 : uniform_draw(o.sampling.seed, o.stream, static_cast<uint64_t>(i)));
     if (tok == o.eos) {
       g.stop = "eos";
       break;

@@ -118,7 +118,8 @@ TEST_CASE("generation: encoders, the head skip and overlong sequences are refuse
   DecodeCache c = m.decode_cache(1, 5);
   m.extend(Tensor::from_vector(tokens(4, 48, 1), {1, 4}), c);
   CHECK_ERROR(m.extend(Tensor::from_vector(tokens(2, 48, 2), {1, 2}), c), Catch::Contains("exceed"));
-  CHECK_ERROR(m.extend(Tensor::from_vector(std::vector<int32_t>{1, 2}, {2, 1}), c), Catch::Contains("cache of 1"));
+  CHECK_ERROR(m.extend(Tensor::from_vector(std::vector<int32_t>{1, 2}, {2, 1}), c),
+              Catch::Contains("cache of 1"));
 }
 
 TEST_CASE("generate: greedy tokens are the argmax of the full forward, teacher-forced", "[model][generate]") {

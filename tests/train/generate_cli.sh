@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `saobp generate` as a user runs it, on a small GPT-2 (BP-High, RoPE) trained here on a generated
-# text corpus with its own BPE vocabulary:
+# `saobp generate` and the RoPE analyses as a user runs them, on a small GPT-2 (BP-High, RoPE)
+# trained here on a generated text corpus with its own BPE vocabulary:
 # - greedy generation is repeatable, and every position's logits (--logits) equal those of
 #   `saobp inspect` on the whole generated sequence to 1e-5, each greedy token their argmax;
+# - inspect exports q and k before and after RoPE; analyze reports the frequency bands, the
+#   decay bound and the positional scores;
 # - sampling with a seed is repeatable and another seed draws another text; a prompts file gives
 #   one generation per line (--out: JSON lines);
 # - an encoder's checkpoint, contradictory options, an empty prompts file and ids outside the
@@ -77,6 +79,44 @@ for i, tok in enumerate(g1[0]["ids"]):
     row = gen[(P - 1 + i) * V:(P + i) * V]
     assert tok == row.index(max(row)), f"greedy token {i} is not the argmax"
 print(f"greedy: {len(g1[0]['ids'])} tokens, logits within {diff:.2e} of inspect's")
+EOF
+
+# The RoPE analyses on the same model: inspect exports q and k before and after the rotation
+# (equal pair norms), analyze reports the frequency bands, the decay bound and positional heads.
+python3 - "$work" <<'EOF'
+import math, sys
+sys.path.insert(0, sys.argv[1])
+import st
+t = st.read("insp.st")
+for name in ("layer.0.q", "layer.0.k", "layer.0.q_raw", "layer.1.k_raw"):
+    assert name in t, f"inspect wrote no {name}"
+q, shape = t["layer.0.q"]
+raw, _ = t["layer.0.q_raw"]
+assert shape[0] == 2 and shape[2] == 16, shape  # (NH, T, HS)
+norm = lambda v, i: math.hypot(v[i], v[i + 1])
+assert max(abs(norm(q, i) - norm(raw, i)) for i in range(0, len(q), 2)) < 1e-5, "RoPE changed a pair's norm"
+assert max(abs(a - b) for a, b in zip(q, raw)) > 1e-3, "q before and after RoPE are the same"
+EOF
+run analyze --checkpoint "$ckpt" --samples 8 --no-graph --out analysis
+grep -q "positional heads" "$work/last.log" && grep -q "RoPE base 10000" "$work/last.log" || {
+  echo "analyze printed no positional heads or RoPE lines" >&2
+  cat "$work/last.log" >&2
+  exit 1
+}
+python3 - <<'EOF'
+import json
+a = json.load(open("analysis/analysis.json"))
+r = a["rope"]
+assert r["base"] == 10000 and r["head_size"] == 16 and len(r["theta"]) == 8, r
+assert len(r["q_norm"]) == 2 and len(r["q_norm"][0]) == 2 and len(r["q_norm"][0][0]) == 8
+assert r["decay"]["distance"][0] == 0 and r["decay"]["distance"][-1] == 47
+assert abs(r["decay"]["bound"][0] - 4.5) < 1e-12  # (HS/2 + 1) / 2
+assert all(0 <= s <= 1 for s in r["slow_share"])
+h = a["probs"]["heads"][0][0]
+assert 0 <= h["diagonal"] <= 1 and 0 <= h["previous"] <= 1, h
+lines = open("analysis/rope_bands.csv").read().splitlines()
+assert lines[0] == "layer,head,pair,theta,wavelength,q_norm,k_norm" and len(lines) == 1 + 2 * 2 * 8
+print("RoPE analyses: bands, decay, positional scores")
 EOF
 
 # Sampling: the seed decides; a prompts file gives one line per prompt.

@@ -71,8 +71,34 @@ int run_analyze(const AnalyzeCli& o) {
     for (double x : r.skip_rate) fmt::print(" {:.4f}", x);
     fmt::print("\n");
   }
-  fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv{}\n", out,
-             o.per_sample ? ", per_sample.csv" : "");
+  // Positional heads: most of a head's mass on the token itself or on the one before.
+  std::vector<std::string> positional;
+  for (int64_t l = 0; l < r.layers; ++l)
+    for (int64_t h = 0; h < r.heads; ++h) {
+      const HeadDiagnostics& d = r.probs.heads[static_cast<size_t>(l)][static_cast<size_t>(h)];
+      if (d.diagonal > 0.5) positional.push_back(fmt::format("L{}H{} diagonal {:.2f}", l, h, d.diagonal));
+      if (d.previous > 0.5) positional.push_back(fmt::format("L{}H{} previous {:.2f}", l, h, d.previous));
+    }
+  fmt::print("positional heads (B, mean mass > 0.5 on the token itself or the one before): {}\n",
+             positional.empty() ? std::string("none") : fmt::format("{}", fmt::join(positional, ", ")));
+  if (r.rope) {
+    const RopeReport& rp = *r.rope;
+    fmt::print(
+        "RoPE base {}: {} pairs, wavelengths {:.3g} to {:.3g}; share of |q||k| in the pairs slower than "
+        "T = {} per layer:",
+        rp.base, rp.theta.size(), rp.wavelength.front(), rp.wavelength.back(), rp.seq_len);
+    for (double s : rp.slow_share()) fmt::print(" {:.3f}", s);
+    const auto at = [&](int64_t m) {
+      for (size_t i = 0; i < rp.distances.size(); ++i)
+        if (rp.distances[i] >= m)
+          return fmt::format("{} at {}", rp.bound[i] / rp.bound.front(), rp.distances[i]);
+      return std::string("-");
+    };
+    fmt::print("\ndecay bound relative to distance 0: {}, {}, {}\n", at(16), at(128),
+               at(rp.distances.back()));
+  }
+  fmt::print("wrote {}/analysis.json, layers.csv, heads.csv, positions.csv{}{}\n", out,
+             o.per_sample ? ", per_sample.csv" : "", r.rope ? ", rope_bands.csv, rope_decay.csv" : "");
   return 0;
 }
 

@@ -159,7 +159,8 @@ void register_generate(CLI::App& app) {
   g.ids_opt = sub->add_option("--ids", g.ids, "the prompt as token ids, comma-separated");
   sub->add_option("--max-new-tokens", g.max_new_tokens, "tokens generated at most per prompt (default 64)")
       ->check(in_range(0, 1 << 20));
-  CLI::Option* greedy = sub->add_flag("--greedy", g.sampling.greedy, "take the most likely token (no sampling)");
+  CLI::Option* greedy =
+      sub->add_flag("--greedy", g.sampling.greedy, "take the most likely token (no sampling)");
   sub->add_option("--temperature", g.sampling.temperature, "divides the logits before sampling (default 1)")
       ->check(above(0))
       ->excludes(greedy);
@@ -170,10 +171,12 @@ void register_generate(CLI::App& app) {
       ->check(in_range(0, 1))
       ->excludes(greedy);
   sub->add_option("--seed", g.sampling.seed, "seed of the draws (default 42)");
-  sub->add_option("--device", g.device, "run on cpu, cuda or cuda:N (default: the checkpoint's train.device)");
+  sub->add_option("--device", g.device,
+                  "run on cpu, cuda or cuda:N (default: the checkpoint's train.device)");
   sub->add_option("--out", g.out, "also write the generations as JSON lines to this file");
-  sub->add_option("--logits", g.logits,
-                  "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids");
+  sub->add_option(
+      "--logits", g.logits,
+      "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids");
   sub->add_option("overrides", g.overrides, "section.key=value settings on the checkpoint's config");
   add_command(sub, [] { return run_generate(g); });
 }

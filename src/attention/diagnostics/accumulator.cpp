@@ -65,6 +65,7 @@ std::vector<double> host_f64(const Tensor& t) {
 // What one (sample, layer, map, head) contributes.
 struct ItemOut {
   double entropy = 0, gtd = 0, ind = 0, sparsity = 0, cc = kNaN, bc = kNaN, peaked = 0;
+  PositionalScores positional;
   bool sinky = false;
   int64_t cc_undefined = 0;
   double sink_norm = 0, other_norm = 0;
@@ -179,6 +180,7 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
     r.gtd = g.gtd;
     r.ind = g.indirect_entropy;
     r.sparsity = sparsity(a, o.sparsity_threshold, o.causal);
+    r.positional = positional_scores(a);
     if (o.graph_metrics) {
       const RowMatrix w = attention_graph(a, o.graph_tau, o.graph_nodes);
       const ClusteringResult cc = barrat_clustering(w);
@@ -268,6 +270,11 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
             ++s.gtd_n;
           }
           s.sparsity += r.sparsity;
+          s.diagonal += r.positional.diagonal;
+          if (std::isfinite(r.positional.previous)) {
+            s.previous += r.positional.previous;
+            ++s.previous_n;
+          }
           s.peaked += r.peaked;
           s.sinky += r.sinky ? 1.0 : 0.0;
           if (o.graph_metrics) {
@@ -322,6 +329,8 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
         d.gtd = div(s.gtd, s.gtd_n);
         d.indirect_entropy = div(s.indirect_entropy, s.gtd_n);
         d.sparsity = div(s.sparsity, samples_);
+        d.diagonal = div(s.diagonal, samples_);
+        d.previous = div(s.previous, s.previous_n);
         d.clustering = div(s.clustering, s.clustering_n);
         d.clustering_nan_samples = s.clustering_nan;
         d.clustering_undefined_nodes = s.clustering_undefined_nodes;
@@ -348,6 +357,8 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
       y.gtd = field(&HeadDiagnostics::gtd);
       y.indirect_entropy = field(&HeadDiagnostics::indirect_entropy);
       y.sparsity = field(&HeadDiagnostics::sparsity);
+      y.diagonal = field(&HeadDiagnostics::diagonal);
+      y.previous = field(&HeadDiagnostics::previous);
       y.clustering = field(&HeadDiagnostics::clustering);
       y.betweenness = field(&HeadDiagnostics::betweenness);
       y.peaked_fraction = field(&HeadDiagnostics::peaked_fraction);

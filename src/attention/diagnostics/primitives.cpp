@@ -256,4 +256,18 @@ SinkResult sink_indicator(const RowMatrix& a, double peak_tau, double sinky_frac
   return r;
 }
 
+PositionalScores positional_scores(const RowMatrix& a) {
+  const int64_t n = a.rows();
+  PositionalScores r;
+  for (int64_t i = 0; i < n; ++i) r.diagonal += a(i, i);
+  r.diagonal /= static_cast<double>(n);
+  if (n < 2) {
+    r.previous = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
+  for (int64_t i = 1; i < n; ++i) r.previous += a(i, i - 1);
+  r.previous /= static_cast<double>(n - 1);
+  return r;
+}
+
 }  // namespace saobp

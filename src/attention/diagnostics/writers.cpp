@@ -32,6 +32,8 @@ nlohmann::json head_json(const HeadDiagnostics& d) {
           {"other_value_norm", num(d.other_value_norm)},
           {"sink_tokens", d.sink_tokens},
           {"other_tokens", d.other_tokens},
+          {"diagonal", num(d.diagonal)},
+          {"previous", num(d.previous)},
           {"position_entropy", pos}};
 }
 
@@ -57,14 +59,17 @@ std::string csv_num(double x) { return std::isfinite(x) ? fmt::format("{:.10g}",
 
 constexpr const char* kMetricHeader =
     "entropy,gtd,indirect_entropy,sparsity,clustering,clustering_nan_samples,clustering_undefined_nodes,"
-    "betweenness,peaked_fraction,sinky_rate,sink_value_norm,other_value_norm,sink_tokens,other_tokens";
+    "betweenness,peaked_fraction,sinky_rate,sink_value_norm,other_value_norm,sink_tokens,other_tokens,"
+    "diagonal,"
+    "previous";
 
 std::string csv_metrics(const HeadDiagnostics& d) {
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_num(d.entropy), csv_num(d.gtd),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_num(d.entropy), csv_num(d.gtd),
                      csv_num(d.indirect_entropy), csv_num(d.sparsity), csv_num(d.clustering),
                      d.clustering_nan_samples, d.clustering_undefined_nodes, csv_num(d.betweenness),
                      csv_num(d.peaked_fraction), csv_num(d.sinky_rate), csv_num(d.sink_value_norm),
-                     csv_num(d.other_value_norm), d.sink_tokens, d.other_tokens);
+                     csv_num(d.other_value_norm), d.sink_tokens, d.other_tokens, csv_num(d.diagonal),
+                     csv_num(d.previous));
 }
 
 const char* map_name(int m) { return m == 0 ? "A" : "B"; }
@@ -72,16 +77,18 @@ const char* map_name(int m) { return m == 0 ? "A" : "B"; }
 }  // namespace
 
 nlohmann::json DiagnosticsReport::to_json() const {
-  return {{"options", options.to_json()},
-          {"samples", samples},
-          {"empty_samples", empty_samples},
-          {"layers", layers},
-          {"heads", heads},
-          {"has_values", has_values},
-          {"position_count", position_count},
-          {"attn", map_json(attn)},
-          {"probs", map_json(probs)},
-          {"skip_rate", skip_rate}};
+  nlohmann::json j = {{"options", options.to_json()},
+                      {"samples", samples},
+                      {"empty_samples", empty_samples},
+                      {"layers", layers},
+                      {"heads", heads},
+                      {"has_values", has_values},
+                      {"position_count", position_count},
+                      {"attn", map_json(attn)},
+                      {"probs", map_json(probs)},
+                      {"skip_rate", skip_rate}};
+  if (rope) j["rope"] = rope->to_json();
+  return j;
 }
 
 std::string DiagnosticsReport::layers_csv() const {
