@@ -62,8 +62,9 @@ void RopePairNorms::add(int64_t layer, const Tensor& q, const Tensor& k, const T
     fail("rope", "key_mask {} does not match q {}", key_mask.str(), q.str());
   const std::vector<double> qv = q.to(Device::cpu()).to(DType::f64).contiguous().to_vector<double>(),
                             kv = k.to(Device::cpu()).to(DType::f64).contiguous().to_vector<double>();
-  const std::vector<uint8_t> m = key_mask.defined() ? key_mask.to(Device::cpu()).contiguous().to_vector<uint8_t>()
-                                                    : std::vector<uint8_t>(static_cast<size_t>(B * T), 1);
+  const std::vector<uint8_t> m = key_mask.defined()
+                                     ? key_mask.to(Device::cpu()).contiguous().to_vector<uint8_t>()
+                                     : std::vector<uint8_t>(static_cast<size_t>(B * T), 1);
   const int64_t HS = 2 * P_;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
@@ -112,9 +113,14 @@ std::vector<double> RopeReport::slow_share() const {
 }
 
 nlohmann::json RopeReport::to_json() const {
-  return {{"base", base},          {"head_size", head_size},   {"seq_len", seq_len},
-          {"theta", theta},        {"wavelength", wavelength}, {"q_norm", q_norm},
-          {"k_norm", k_norm},      {"slow_share", slow_share()},
+  return {{"base", base},
+          {"head_size", head_size},
+          {"seq_len", seq_len},
+          {"theta", theta},
+          {"wavelength", wavelength},
+          {"q_norm", q_norm},
+          {"k_norm", k_norm},
+          {"slow_share", slow_share()},
           {"decay", {{"distance", distances}, {"bound", bound}}}};
 }
 

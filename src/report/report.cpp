@@ -29,7 +29,66 @@ LayerMetrics layer_metrics_from_json(const nlohmann::json& j, const std::string&
     out.entropy.push_back(number(layer, "entropy"));
   }
   out.last_layer_head_entropy = numbers(m, "last_layer_head_entropy");
+  if (const auto it = m.find("heads"); it != m.end() && it->is_array())
+    for (const auto& layer : *it) {
+      double diagonal = kNaN, previous = kNaN;
+      if (layer.is_array())
+        for (const auto& head : layer)
+          if (head.is_object()) {
+            diagonal = std::fmax(diagonal, number(head, "diagonal"));  // fmax skips a NaN side
+            previous = std::fmax(previous, number(head, "previous"));
+          }
+      out.max_diagonal.push_back(diagonal);
+      out.max_previous.push_back(previous);
+    }
   return out;
+}
+
+std::optional<RopeMetrics> rope_metrics_from_json(const nlohmann::json& j, const std::string& source) {
+  const nlohmann::json* r = &j;
+  if (!r->contains("rope") && r->contains("report")) r = &(*r)["report"];
+  const auto it = r->find("rope");
+  if (it == r->end() || it->is_null()) return std::nullopt;
+  const nlohmann::json& rope = *it;
+  auto bad = [&](const char* key) -> void {
+    fail("report", "{}: rope.{} is missing or malformed (rerun `saobp analyze`)", source, key);
+  };
+  if (!rope.is_object()) bad("(section)");
+  RopeMetrics m;
+  m.base = number(rope, "base");
+  m.seq_len = static_cast<int64_t>(number(rope, "seq_len"));
+  m.wavelength = numbers(rope, "wavelength");
+  m.slow_share = numbers(rope, "slow_share");
+  const size_t P = m.wavelength.size();
+  if (P == 0) bad("wavelength");
+  const auto q = rope.find("q_norm"), k = rope.find("k_norm");
+  if (q == rope.end() || k == rope.end() || !q->is_array() || !k->is_array() || q->size() != k->size())
+    bad("q_norm");
+  for (size_t l = 0; l < q->size(); ++l) {
+    const nlohmann::json &ql = (*q)[l], &kl = (*k)[l];
+    if (!ql.is_array() || !kl.is_array() || ql.size() != kl.size()) bad("q_norm");
+    std::vector<double> e(P, 0.0);
+    double total = 0;
+    for (size_t h = 0; h < ql.size(); ++h) {
+      if (!ql[h].is_array() || !kl[h].is_array() || ql[h].size() != P || kl[h].size() != P) bad("q_norm");
+      for (size_t i = 0; i < P; ++i) {
+        if (!ql[h][i].is_number() || !kl[h][i].is_number()) bad("q_norm");
+        const double x = ql[h][i].get<double>() * kl[h][i].get<double>();
+        e[i] += x;
+        total += x;
+      }
+    }
+    for (double& x : e) x = total > 0 ? x / total : kNaN;
+    m.energy.push_back(std::move(e));
+  }
+  const auto d = rope.find("decay");
+  if (d == rope.end() || !d->is_object()) bad("decay");
+  m.distance = numbers(*d, "distance");
+  m.bound = numbers(*d, "bound");
+  if (m.bound.empty() || m.bound.size() != m.distance.size() || !(m.bound.front() > 0)) bad("decay");
+  const double b0 = m.bound.front();
+  for (double& b : m.bound) b /= b0;
+  return m;
 }
 
 std::string build_report(const ReportOptions& opt) {
@@ -101,6 +160,8 @@ std::string build_report(const ReportOptions& opt) {
     training_curves(p, runs);
     finetune_curves(p, runs);
     layer_figures(p, runs);
+    positional_heads(p, runs);
+    rope_figures(p, runs);
     head_entropy(p, runs);
     trends(p, runs);
     heatmaps(p, runs, opt);

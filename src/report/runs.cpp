@@ -176,6 +176,7 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
   }
   r.a = layer_metrics_from_json(report, "attn", r.analysis_from);
   r.b = layer_metrics_from_json(report, "probs", r.analysis_from);
+  r.rope = rope_metrics_from_json(report, r.analysis_from);
   r.sample = inspect_sample(final_dir.string(), opt.sample_index);
   if (fs::is_regular_file(fs::path(dir) / "results.json"))
     r.results_path = (fs::path(dir) / "results.json").string();

@@ -61,8 +61,9 @@ struct Run {
   double lambda = kNaN;
   Metrics metrics;
   LayerMetrics a, b;
-  bool identical = false;     // A == B (attention "original")
-  std::string analysis_from;  // where a/b came from
+  std::optional<RopeMetrics> rope;  // a model with rotary positions
+  bool identical = false;           // A == B (attention "original")
+  std::string analysis_from;        // where a/b came from
   Inspection sample;
   std::string results_path;  // RUN_DIR/results.json of a fine-tuning run, "" when absent
 };

@@ -292,6 +292,69 @@ void layer_figures(Page& p, const std::vector<Run>& runs) {
       identical_note(runs));
 }
 
+void positional_heads(Page& p, const std::vector<Run>& runs) {
+  p.section("positional", "Positional heads (the connection-bottleneck slides)");
+  p.html += "<div class=\"row\">\n";
+  svg::LineChart c{"fig-positional", "The most positional head of each layer", "layer", "mean mass", {}};
+  c.integer_x = true;
+  c.ymin = 0;
+  c.ymax = 1;
+  for (const Run& r : runs) {
+    c.series.push_back(
+        {r.label + " diagonal", r.color, iota(r.b.max_diagonal.size()), r.b.max_diagonal, false, true});
+    c.series.push_back(
+        {r.label + " previous", r.color, iota(r.b.max_previous.size()), r.b.max_previous, true, true});
+  }
+  p.add(c.id, svg::line_chart(c));
+  p.html += "</div>\n";
+  p.caption(
+      "Solid: the largest mean attention of a head of the layer to the token itself (a_ii); dashed: to the "
+      "token "
+      "before it (a_i,i-1); B maps. Above 0.5: a diagonal or previous-token head.");
+}
+
+void rope_figures(Page& p, const std::vector<Run>& runs) {
+  std::vector<const Run*> with;
+  for (const Run& r : runs)
+    if (r.rope) with.push_back(&r);
+  if (with.empty()) return;
+  p.section("rope", "Rotary positions: decay bound and frequency bands");
+  p.html += "<div class=\"row\">\n";
+  svg::LineChart d{
+      "fig-rope-decay", "RoFormer's decay bound of |q·k|", "relative distance", "bound / bound at 0", {}};
+  d.ymin = 0;
+  svg::LineChart e{"fig-rope-bands",
+                   "Share of |q||k| per RoPE pair (layer means)",
+                   "pair i (slow to the right)",
+                   "share",
+                   {}};
+  e.integer_x = true;
+  std::string slow;
+  for (const Run* r : with) {
+    const RopeMetrics& m = *r->rope;
+    d.series.push_back(
+        {fmt::format("{} base {:g}", r->label, m.base), r->color, m.distance, m.bound, false, false});
+    std::vector<double> mean(m.wavelength.size(), 0.0);
+    for (const auto& layer : m.energy)
+      for (size_t i = 0; i < mean.size(); ++i) mean[i] += layer[i] / static_cast<double>(m.energy.size());
+    e.series.push_back({r->label, r->color, iota(mean.size()), mean, false, true});
+    slow += fmt::format("{}{}:", slow.empty() ? "" : "; ", r->label);
+    for (double x : m.slow_share) slow += fmt::format(" {:.2f}", x);
+  }
+  p.add(d.id, svg::line_chart(d));
+  p.add(e.id, svg::line_chart(e));
+  p.html += "</div>\n";
+  p.caption(
+      "Left: the relative upper bound of a head's q·k against the distance between the tokens (it depends on "
+      "rope_base and the head size only). Right: Σ over heads of the mean norm of pair i of q times that of "
+      "k, "
+      "as a share of the layer's sum, averaged over layers; pair i turns by θ_i = base^(-2i/HS) per "
+      "position, so "
+      "the right end holds the slow pairs that can carry content whatever the distance. Share of the pairs "
+      "slower than the analysed length, per layer: " +
+      slow + ".");
+}
+
 void head_entropy(Page& p, const std::vector<Run>& runs) {
   p.section("heads", "Last-layer head entropy (paper Fig. 4, column 4)");
   p.html += "<div class=\"row\">\n";

@@ -27,6 +27,11 @@ void training_curves(Page& p, const std::vector<Run>& runs);
 void finetune_curves(Page& p, const std::vector<Run>& runs);
 // The paper's Fig. 4: GTD, indirect entropy and entropy per layer at the end of training (A and B).
 void layer_figures(Page& p, const std::vector<Run>& runs);
+// The most positional head of each layer (diagonal and previous-token scores of B).
+void positional_heads(Page& p, const std::vector<Run>& runs);
+// Runs with rotary positions: the decay bound against distance and where q and k put their norm
+// among the pairs (nothing without such a run).
+void rope_figures(Page& p, const std::vector<Run>& runs);
 // The last layer's entropy per head.
 void head_entropy(Page& p, const std::vector<Run>& runs);
 // The per-layer metrics of the held-out probe over training.

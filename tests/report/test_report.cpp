@@ -500,3 +500,34 @@ TEST_CASE("report: a correlation file draws a scatter with its line and r, a cos
   CHECK(html.find("data-figures=\"correlation-0\"") != std::string::npos);
   fs::remove_all(root);
 }
+
+TEST_CASE("report: positional scores and the RoPE section are read from DiagnosticsReport JSON", "[report]") {
+  const nlohmann::json heads = {
+      {{{"diagonal", 0.2}, {"previous", 0.7}}, {{"diagonal", 0.9}, {"previous", nullptr}}}};
+  const nlohmann::json j = {{"probs", {{"layers", {{{"gtd", 0.1}}}}, {"heads", heads}}}};
+  const LayerMetrics b = layer_metrics_from_json(j, "probs", "x.json");
+  CHECK(b.max_diagonal == std::vector<double>{0.9});
+  CHECK(b.max_previous == std::vector<double>{0.7});
+  CHECK_FALSE(rope_metrics_from_json(j, "x.json"));
+  // One layer, two heads, two pairs: Σ_h q k per pair = (1·2 + 1·1, 3·1 + 0·5) = (3, 3).
+  nlohmann::json rope = {{"base", 100},
+                         {"seq_len", 8},
+                         {"wavelength", {6.28, 62.8}},
+                         {"slow_share", {0.5}},
+                         {"q_norm", {{{1, 3}, {1, 0}}}},
+                         {"k_norm", {{{2, 1}, {1, 5}}}},
+                         {"decay", {{"distance", {0, 1}}, {"bound", {2.0, 1.5}}}}};
+  const auto m = rope_metrics_from_json({{"report", {{"rope", rope}}}}, "x.json");
+  REQUIRE(m);
+  CHECK(m->energy == std::vector<std::vector<double>>{{0.5, 0.5}});
+  CHECK(m->bound == std::vector<double>{1.0, 0.75});
+  CHECK(m->base == 100);
+  rope["q_norm"] = {{{1, 3}}};  // one head of q, two of k
+  CHECK_THROWS_WITH(rope_metrics_from_json({{"rope", rope}}, "x.json"),
+                    Catch::Contains("x.json: rope.q_norm"));
+  rope["q_norm"] = {{{1, 3}, {1, "a"}}};
+  CHECK_THROWS_WITH(rope_metrics_from_json({{"rope", rope}}, "x.json"), Catch::Contains("rope.q_norm"));
+  rope["q_norm"] = {{{1, 3}, {1, 0}}};
+  rope["decay"] = {{"distance", {0}}, {"bound", {0.0}}};
+  CHECK_THROWS_WITH(rope_metrics_from_json({{"rope", rope}}, "x.json"), Catch::Contains("rope.decay"));
+}

@@ -4,7 +4,7 @@
 # - greedy generation is repeatable, and every position's logits (--logits) equal those of
 #   `saobp inspect` on the whole generated sequence to 1e-5, each greedy token their argmax;
 # - inspect exports q and k before and after RoPE; analyze reports the frequency bands, the
-#   decay bound and the positional scores;
+#   decay bound and the positional scores; report draws them;
 # - sampling with a seed is repeatable and another seed draws another text; a prompts file gives
 #   one generation per line (--out: JSON lines);
 # - an encoder's checkpoint, contradictory options, an empty prompts file and ids outside the
@@ -118,6 +118,11 @@ lines = open("analysis/rope_bands.csv").read().splitlines()
 assert lines[0] == "layer,head,pair,theta,wavelength,q_norm,k_norm" and len(lines) == 1 + 2 * 2 * 8
 print("RoPE analyses: bands, decay, positional scores")
 EOF
+
+run report "$work/run" --samples 8 --out report.html
+for id in fig-rope-decay fig-rope-bands fig-positional; do
+  grep -q "id=\"$id\"" report.html || { echo "report drew no $id" >&2; exit 1; }
+done
 
 # Sampling: the seed decides; a prompts file gives one line per prompt.
 printf 'the dog\n\na bird sang\n' >prompts.txt
