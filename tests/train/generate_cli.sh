@@ -162,6 +162,14 @@ refused "temperature" generate --checkpoint "$ckpt" --prompt x --greedy --temper
 refused "empty.txt: no prompt" generate --checkpoint "$ckpt" --prompts empty.txt
 refused "outside the model's vocabulary" generate --checkpoint "$ckpt" --ids 1,300
 refused "exactly one of" generate --checkpoint "$ckpt" --prompt x --ids 1
+# --device: where the reading commands run, instead of the checkpoint's train.device.
+run eval --checkpoint "$ckpt" --device cpu
+run inspect --checkpoint "$ckpt" --ids 1,2 --device cpu --out dev.st
+for cmd in eval analyze inspect generate; do
+  extra=()
+  [[ $cmd == inspect || $cmd == generate ]] && extra=(--ids 1,2)
+  refused "train.device" $cmd --checkpoint "$ckpt" "${extra[@]}" --device tpu
+done
 after=$(listing)
 [[ $before == "$after" ]] || { echo "generate changed the checkpoint's folder" >&2; exit 1; }
 echo "generate: refusals named; the checkpoint is unchanged"

@@ -15,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct AnalyzeCli {
-  std::string checkpoint, data = "valid", out;
+  std::string checkpoint, data = "valid", out, device;
   int64_t samples = 1024;
   bool no_graph = false, per_sample = false;
   std::vector<std::string> overrides;
@@ -25,7 +25,7 @@ struct AnalyzeCli {
 // formats of docs/data.md, read with the checkpoint's tokenizer (only its held-out split is
 // tokenized, into a temporary file: data_setup.h).
 std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& out) {
-  std::vector<std::string> ov = o.overrides;
+  std::vector<std::string> ov = with_device(o.overrides, o.device);
   if (o.data == "valid") return ov;
   if (o.data == "synthetic") return ov.push_back("data.kind=synthetic"), ov;
   const size_t colon = o.data.find(':');
@@ -103,7 +103,7 @@ int run_analyze(const AnalyzeCli& o) {
 }
 
 struct InspectCli {
-  std::string checkpoint, text, ids, out;
+  std::string checkpoint, text, ids, out, device;
   int64_t sample = -1;
   CLI::Option *text_opt = nullptr, *ids_opt = nullptr, *sample_opt = nullptr;
 };
@@ -116,8 +116,9 @@ int run_inspect(const InspectCli& o) {
          has_text + has_ids + has_sample);
   if (has_text && o.text.empty()) fail("inspect", "--text is empty: give the text to run through the model");
   const std::vector<int32_t> ids = has_ids ? parse_ids("--ids", o.ids) : std::vector<int32_t>{};
-  const Inspection in =
-      has_sample ? inspect_sample(o.checkpoint, o.sample) : inspect_checkpoint(o.checkpoint, o.text, ids);
+  const std::vector<std::string> overrides = with_device({}, o.device);
+  const Inspection in = has_sample ? inspect_sample(o.checkpoint, o.sample, overrides)
+                                   : inspect_checkpoint(o.checkpoint, o.text, ids, overrides);
   // The dump goes to the working directory unless --out says where: a read-only command writes
   // nothing into the checkpoint it reads.
   const std::string out = o.out.empty() ? "inspect.safetensors" : o.out;
@@ -159,6 +160,7 @@ void register_analyze(CLI::App& app) {
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
   sub->add_flag("--per-sample", a.per_sample,
                 "also write per_sample.csv: entropy, GTD, CC, BC of every (sample, layer, map, head)");
+  add_device_option(sub, a.device);
   sub->add_option("overrides", a.overrides, "section.key=value settings on the checkpoint's config");
   add_command(sub, [] { return run_analyze(a); });
 
@@ -171,6 +173,7 @@ void register_analyze(CLI::App& app) {
   i.sample_opt =
       ins->add_option("--sample", i.sample, "sample N of the checkpoint's held-out set")->check(at_least(0));
   ins->add_option("--out", i.out, "output file (default inspect.safetensors in the working directory)");
+  add_device_option(ins, i.device);
   add_command(ins, [] { return run_inspect(i); });
 }
 

@@ -7,7 +7,7 @@
 namespace saobp::cli {
 
 void register_eval(CLI::App& app) {
-  static std::string ckpt, task, data, out;
+  static std::string ckpt, task, data, out, device;
   static bool zero_shot = false;
   static std::vector<std::string> eval_overrides;
   CLI::App* ev = app.add_subcommand(
@@ -21,12 +21,14 @@ void register_eval(CLI::App& app) {
   ev->add_flag("--zero-shot", zero_shot,
                "score the candidates by a decoder's log-likelihood (race/*, hellaswag, boolq)");
   ev->add_option("--out", out, "results.json path (with --task; default runs/eval/<task>/results.json)");
+  add_device_option(ev, device);
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {
-    if (!task.empty()) return run_benchmark_eval(ckpt, task, data, zero_shot, eval_overrides, out);
+    const std::vector<std::string> ov = with_device(eval_overrides, device);
+    if (!task.empty()) return run_benchmark_eval(ckpt, task, data, zero_shot, ov, out);
     if (zero_shot || !data.empty() || !out.empty())
       throw CLI::ValidationError("--data, --zero-shot and --out go with --task");
-    evaluate_checkpoint(ckpt, eval_overrides, true);
+    evaluate_checkpoint(ckpt, ov, true);
     return 0;
   });
 }

@@ -49,10 +49,9 @@ int run_generate(const GenerateCli& o) {
   const int given = (o.prompt_opt->count() > 0) + (o.prompts_opt->count() > 0) + (o.ids_opt->count() > 0);
   if (given != 1) fail("generate", "give exactly one of --prompt, --prompts and --ids ({} given)", given);
   if (!o.sampling.greedy) o.sampling.validate();
-  std::vector<std::string> overrides = o.overrides;
-  if (!o.device.empty()) overrides.push_back("train.device=" + o.device);
   RunConfig cfg;
-  const std::unique_ptr<Task> task = load_checkpoint_task(o.checkpoint, overrides, cfg, "generate");
+  const std::unique_ptr<Task> task =
+      load_checkpoint_task(o.checkpoint, with_device(o.overrides, o.device), cfg, "generate");
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   if (cfg.model.family != "gpt2")
     fail("generate",
@@ -171,8 +170,7 @@ void register_generate(CLI::App& app) {
       ->check(in_range(0, 1))
       ->excludes(greedy);
   sub->add_option("--seed", g.sampling.seed, "seed of the draws (default 42)");
-  sub->add_option("--device", g.device,
-                  "run on cpu, cuda or cuda:N (default: the checkpoint's train.device)");
+  add_device_option(sub, g.device);
   sub->add_option("--out", g.out, "also write the generations as JSON lines to this file");
   sub->add_option(
       "--logits", g.logits,

@@ -149,6 +149,15 @@ std::vector<std::string> split_list(const std::string& option, const std::string
   return out;
 }
 
+void add_device_option(CLI::App* sub, std::string& device) {
+  sub->add_option("--device", device, "run on cpu, cuda or cuda:N (default: the checkpoint's train.device)");
+}
+
+std::vector<std::string> with_device(std::vector<std::string> overrides, const std::string& device) {
+  if (!device.empty()) overrides.push_back("train.device=" + device);
+  return overrides;
+}
+
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text) {
   std::vector<int32_t> ids;
   for (const std::string& e : split_list(option, text)) {

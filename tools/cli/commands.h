@@ -38,6 +38,12 @@ std::string unknown_command(CLI::App& app, int argc, char** argv);
 // The elements of a comma-separated list; throws naming `option` and the element's position for an
 // empty one ("--ids '2,,3': element 2 is empty"), which CLI11's delimiter drops silently.
 std::vector<std::string> split_list(const std::string& option, const std::string& text);
+// --device of the commands that read a checkpoint (eval, analyze, inspect, generate): where the
+// model runs, instead of the train.device of the checkpoint's config (a run trained on a GPU is read
+// on a machine without one, or the other way round). with_device appends the override when given.
+void add_device_option(CLI::App* sub, std::string& device);
+std::vector<std::string> with_device(std::vector<std::string> overrides, const std::string& device);
+
 // Comma-separated token ids ("2,5,7"): split_list, and each element an int32.
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text);
 
