@@ -83,15 +83,16 @@ int run_analyze(const AnalyzeCli& o) {
              positional.empty() ? std::string("none") : fmt::format("{}", fmt::join(positional, ", ")));
   if (r.rope) {
     const RopeReport& rp = *r.rope;
-    fmt::print(
-        "RoPE base {}: {} pairs, wavelengths {:.3g} to {:.3g}; share of |q||k| in the pairs slower than "
-        "T = {} per layer:",
-        rp.base, rp.theta.size(), rp.wavelength.front(), rp.wavelength.back(), rp.seq_len);
+    const auto slow = std::count_if(rp.wavelength.begin(), rp.wavelength.end(),
+                                    [&](double w) { return w > static_cast<double>(rp.seq_len); });
+    fmt::print("RoPE base {}: {} pairs, wavelengths {:.3g} to {:.3g}; share of |q||k| in the {} pairs slower than "
+               "T = {} per layer:",
+               rp.base, rp.theta.size(), rp.wavelength.front(), rp.wavelength.back(), slow, rp.seq_len);
     for (double s : rp.slow_share()) fmt::print(" {:.3f}", s);
+    fmt::print(" (equal norms: {:.3f})", static_cast<double>(slow) / static_cast<double>(rp.wavelength.size()));
     const auto at = [&](int64_t m) {
       for (size_t i = 0; i < rp.distances.size(); ++i)
-        if (rp.distances[i] >= m)
-          return fmt::format("{} at {}", rp.bound[i] / rp.bound.front(), rp.distances[i]);
+        if (rp.distances[i] >= m) return fmt::format("{:.3f} at {}", rp.bound[i] / rp.bound.front(), rp.distances[i]);
       return std::string("-");
     };
     fmt::print("\ndecay bound relative to distance 0: {}, {}, {}\n", at(16), at(128),
