@@ -7,7 +7,7 @@
 //   bp_high:    w = e^λ;  bp_low: w = e^-λ;  c = 1 - 1/w
 //               B_j = softmax over allowed k of  s_jk + Σ_{i ∈ N(j)} log(1 - c A_ik)
 //               N(j) = token rows i != j (encoder) or token rows i < j (causal); padding never
-//               sends. With steps > 1, each step replaces A in the messages by the previous B.
+//               sends. cfg.leak (causal, an ablation): N(j) = token rows i != j, which leaks. With steps > 1, each step replaces A in the messages by the previous B.
 //   bp_elemmul: B = row-normalize(A Aᵀ) over the allowed entries
 //   output = B V.   λ = 0 gives exactly `original`.
 #pragma once
@@ -29,6 +29,10 @@ struct AttentionConfig {
   // its output is exactly zero and it receives zero gradient.
   bool skip_sinky = false;
   double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
+  // Causal only, an ablation: the SAOBP messages of row j come from every other token row i != j,
+  // later rows included, while the keys stay k <= j. Row i > j attends to keys k <= j, so the
+  // future reaches the past through the messages: a reading of the paper's decoder that leaks.
+  bool leak = false;
 };
 
 const char* variant_name(AttnVariant v);
@@ -48,9 +52,12 @@ struct AttentionSpec {
   int bp_steps = 1;                   // BP steps (AttentionConfig::steps)
   bool skip_sinky_heads = false;      // the head skip of the head-skip note (AttentionConfig::skip_sinky)
   double skip_peak_tau = 0.95, skip_head_fraction = 0.8;
+  // A decoder's BP messages from every other row, later ones included (AttentionConfig::leak): an
+  // ablation that lets the future reach the past, for reading the paper's decoder perplexities.
+  bool leaky_bp = false;
   // The per-call settings of layer `layer`'s attention.
   AttentionConfig call_config(bool causal) const {
-    return {variant, causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction};
+    return {variant, causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction, causal && leaky_bp};
   }
   // The first rule the spec breaks for a model of `layers` layers: the field at fault and what is
   // wrong with it ("bp_steps", "must be >= 1, got 0"); nullopt when it breaks none. The one place

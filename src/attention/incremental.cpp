@@ -25,6 +25,10 @@ AttentionCache attention_cache(const AttentionConfig& cfg, int64_t B, int64_t NH
          "model.skip_sinky_heads: the head skip decides from the peaked rows of the whole sequence, later "
          "positions included, so a full forward's output at a position depends on the tokens after it and no "
          "causal generation can reproduce it; generate with a model trained without it");
+  if (cfg.leak)
+    fail("generate",
+         "model.leaky_bp: the SAOBP messages come from later rows too, so a position's output depends on the "
+         "tokens after it (the leaking ablation); no causal generation can reproduce it");
   if (B < 1 || NH < 1 || HS < 1 || capacity < 1)
     fail("generate", "cache sizes must be positive: batch {}, heads {}, head size {}, capacity {}", B, NH, HS,
          capacity);

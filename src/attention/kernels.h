@@ -17,6 +17,7 @@ struct AttnParams {
   bool causal = false;  // decoder: keys k <= query j, senders i < j
   int steps = 1;        // BP steps (each refines the previous beliefs)
   double scale = 1.0;   // score scale, 1/sqrt(HS)
+  bool leak = false;    // causal: senders i != j, later rows too (AttentionConfig::leak, an ablation)
 };
 // BP-High and BP-Low: the variants with a Potts factor, hence a λ.
 bool uses_lambda(AttnVariant v);

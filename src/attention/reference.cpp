@@ -15,14 +15,16 @@ namespace {
 struct MaskHost {
   int64_t B, T;
   std::vector<uint8_t> key;  // (B,T) or empty
-  bool causal;
+  bool causal, leak;  // leak: a causal mask whose messages come from every other row (AttentionConfig::leak)
   bool token(int64_t b, int64_t i) const { return key.empty() || key[static_cast<size_t>(b * T + i)]; }
   bool allowed(int64_t b, int64_t j, int64_t k) const { return token(b, k) && (!causal || k <= j); }
-  bool sends_to(int64_t b, int64_t i, int64_t j) const { return token(b, i) && (causal ? i < j : i != j); }
+  bool sends_to(int64_t b, int64_t i, int64_t j) const {
+    return token(b, i) && (causal && !leak ? i < j : i != j);
+  }
 };
 
-MaskHost host_mask(const Tensor& key_mask, int64_t B, int64_t T, bool causal) {
-  MaskHost m{B, T, {}, causal};
+MaskHost host_mask(const Tensor& key_mask, int64_t B, int64_t T, const AttentionConfig& cfg) {
+  MaskHost m{B, T, {}, cfg.causal, cfg.causal && cfg.leak};
   if (key_mask.defined()) m.key = key_mask.to_vector<uint8_t>();
   return m;
 }
@@ -32,7 +34,7 @@ MaskHost host_mask(const Tensor& key_mask, int64_t B, int64_t T, bool causal) {
 Var attention_reference(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
                         const AttentionConfig& cfg) {
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
-  const MaskHost mh = host_mask(key_mask, B, T, cfg.causal);
+  const MaskHost mh = host_mask(key_mask, B, T, cfg);
   std::vector<uint8_t> allowed(static_cast<size_t>(B * T * T));
   std::vector<double> senders(static_cast<size_t>(B * NH * T * T));
   for (int64_t b = 0; b < B; ++b)
@@ -73,7 +75,7 @@ Tensor literal_bp_probs(const Tensor& q, const Tensor& k, const Tensor& key_mask
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
   if (static_cast<int64_t>(lambda.size()) != NH)
     fail("literal_bp_probs", "{} λ values for {} heads", lambda.size(), NH);
-  const MaskHost mh = host_mask(key_mask, B, T, cfg.causal);
+  const MaskHost mh = host_mask(key_mask, B, T, cfg);
   const std::vector<double> Q = q.to(DType::f64).to_vector<double>(),
                             K = k.to(DType::f64).to_vector<double>();
   std::vector<double> out(static_cast<size_t>(B * NH * T * T), 0.0);

@@ -241,6 +241,7 @@ const std::vector<Field>& schema() {
       attention_field("skip_sinky_heads", &A::skip_sinky_heads),
       attention_field("skip_peak_tau", &A::skip_peak_tau),
       attention_field("skip_head_fraction", &A::skip_head_fraction),
+      attention_field("leaky_bp", &A::leaky_bp),
       field("train", "seed", &R::train, &T::seed),
       field("train", "device", &R::train, &T::device),
       field("train", "batch_size", &R::train, &T::batch_size),

@@ -105,7 +105,7 @@ void read_saobp_fields(const HfKeys& k, ModelSection& m) {
                                               "saobp_bp_steps",      "saobp_positions",
                                               "saobp_rope_base",     "saobp_skip_sinky_heads",
                                               "saobp_skip_peak_tau", "saobp_skip_head_fraction",
-                                              "saobp_task"};
+                                              "saobp_leaky_bp",      "saobp_task"};
   for (const auto& [key, v] : k.cfg.items()) {
     if (key.rfind("saobp_", 0) != 0 || known.count(key)) continue;
     std::string allowed;
@@ -142,6 +142,7 @@ void read_saobp_fields(const HfKeys& k, ModelSection& m) {
   m.attention.skip_sinky_heads = k.boolean("saobp_skip_sinky_heads", m.attention.skip_sinky_heads);
   m.attention.skip_peak_tau = k.number("saobp_skip_peak_tau", m.attention.skip_peak_tau);
   m.attention.skip_head_fraction = k.number("saobp_skip_head_fraction", m.attention.skip_head_fraction);
+  m.attention.leaky_bp = k.boolean("saobp_leaky_bp", m.attention.leaky_bp);
 }
 
 // The config.json key a model.* key comes from, for validation errors.

@@ -49,12 +49,14 @@ void set_label_maps(nlohmann::json& j, const std::vector<std::string>& names) {
 }
 
 nlohmann::json saobp_config_fields(const ModelSection& m) {
-  return {{"saobp_attention", variant_name(m.attention.variant)},
-          {"saobp_lambda", m.attention.lambda},
-          {"saobp_layer_lambdas", m.attention.layer_lambdas},
-          {"saobp_learnable_lambda", m.attention.learnable_lambda},
-          {"saobp_bp_steps", m.attention.bp_steps},
-          {"saobp_positions", m.positions}};
+  nlohmann::json j = {{"saobp_attention", variant_name(m.attention.variant)},
+                      {"saobp_lambda", m.attention.lambda},
+                      {"saobp_layer_lambdas", m.attention.layer_lambdas},
+                      {"saobp_learnable_lambda", m.attention.learnable_lambda},
+                      {"saobp_bp_steps", m.attention.bp_steps},
+                      {"saobp_positions", m.positions}};
+  if (m.attention.leaky_bp) j["saobp_leaky_bp"] = true;  // the leaking ablation says so in its folder
+  return j;
 }
 
 nlohmann::json bert_hf_config(const ModelSection& m, int32_t pad_id) {

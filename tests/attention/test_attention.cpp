@@ -335,3 +335,59 @@ TEST_CASE("attention: a model's spec resolves λ per layer and rejects bad setti
   spec.bp_steps = 0;
   CHECK_THROWS_WITH(spec.validate(4), Catch::Contains("bp_steps"));
 }
+
+TEST_CASE("attention: the leaking decoder ablation (leak) hears later rows, fused = reference = gradcheck",
+          "[attention][gradcheck]") {
+  // Messages from every other row while the keys stay causal: the fused kernel against the composite
+  // reference (values and gradients), an f64 gradcheck, and the leak itself.
+  const int64_t B = 2, NH = 2, T = 6, HS = 3;
+  const Tensor km = key_mask_with_padding(B, T, 2);
+  for (AttnVariant v : {AttnVariant::bp_high, AttnVariant::bp_low})
+    for (int steps : {1, 2}) {
+      AttentionConfig cfg{v, true, steps};
+      cfg.leak = true;
+      INFO(variant_name(v) << " steps " << steps);
+      for (DType dt : {DType::f64, DType::f32}) {
+        auto run = [&](bool fused) {
+          Var q(randn({B, NH, T, HS}, 31, dt), true), k(randn({B, NH, T, HS}, 32, dt), true),
+              vv(randn({B, NH, T, HS}, 33, dt), true);
+          Var lam = lambdas(v, NH, dt, 0.8);
+          lam.set_requires_grad(true);
+          Var out = fused ? attention(q, k, vv, km, lam, cfg) : attention_reference(q, k, vv, km, lam, cfg);
+          out.backward(randn(out.shape(), 34, dt));
+          return std::vector<Tensor>{out.data(), q.grad(), k.grad(), vv.grad(), lam.grad()};
+        };
+        const auto a = run(true), b = run(false);
+        for (size_t i = 0; i < a.size(); ++i)
+          CHECK(max_abs_diff(a[i], b[i]) < (dt == DType::f64 ? 1e-12 : 2e-5) * (i == 4 ? 10 : 1));
+      }
+      const std::vector<Tensor> in = {randn({B, NH, T, HS}, 35), randn({B, NH, T, HS}, 36),
+                                      randn({B, NH, T, HS}, 37),
+                                      Tensor::from_vector(std::vector<double>{0.3, 0.9}, {NH})};
+      const GradcheckResult r =
+          gradcheck([&](const std::vector<Var>& x) { return attention(x[0], x[1], x[2], km, x[3], cfg); }, in);
+      INFO(r.worst);
+      CHECK(r.max_error < 1e-6);
+      // The leak: a change of q and k at the last position moves the outputs before it (in the
+      // causal default it does not: "no future leak in the decoder").
+      const Tensor q = randn({1, NH, T, HS}, 38), k = randn({1, NH, T, HS}, 39), vv = randn({1, NH, T, HS}, 40);
+      Tensor q2 = q.clone(), k2 = k.clone();
+      q2.slice(2, T - 1, T).copy_from(randn({1, NH, 1, HS}, 41, DType::f64, 3.0));
+      k2.slice(2, T - 1, T).copy_from(randn({1, NH, 1, HS}, 42, DType::f64, 3.0));
+      const Var lam = lambdas(v, NH, DType::f64, 0.8);
+      for (bool leak : {false, true}) {
+        AttentionConfig c = cfg;
+        c.leak = leak;
+        const Tensor o1 = attention(Var(q), Var(k), Var(vv), Tensor(), lam, c).data().slice(2, 0, T - 1);
+        const Tensor o2 = attention(Var(q2), Var(k2), Var(vv), Tensor(), lam, c).data().slice(2, 0, T - 1);
+        INFO("leak " << leak);
+        CHECK(bitwise_equal(o1.contiguous(), o2.contiguous()) == !leak);
+        if (leak) CHECK(max_abs_diff(o1.contiguous(), o2.contiguous()) > 1e-4);
+      }
+    }
+  // A model spec refuses the leak where it means nothing.
+  AttentionSpec s;
+  s.variant = AttnVariant::original;
+  s.leaky_bp = true;
+  CHECK_THROWS_WITH(s.validate(2), Catch::Contains("leaky_bp"));
+}

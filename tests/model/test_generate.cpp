@@ -113,6 +113,11 @@ TEST_CASE("generation: encoders, the head skip and overlong sequences are refuse
   GPT2LMHeadModel skip(d, 1);
   CHECK_ERROR(skip.decode_cache(1, 4), Catch::Contains("skip_sinky_heads"));
 
+  DecoderConfig lk = gen_config(kCases[1], PositionKind::learned);
+  lk.attention.leaky_bp = true;
+  GPT2LMHeadModel leaky(lk, 1);
+  CHECK_ERROR(leaky.decode_cache(1, 4), Catch::Contains("leaky_bp"));
+
   GPT2LMHeadModel m(gen_config(kCases[1], PositionKind::rope), 1);
   CHECK_ERROR(m.decode_cache(1, 41), Catch::Contains("n_positions"));
   DecodeCache c = m.decode_cache(1, 5);

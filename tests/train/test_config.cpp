@@ -153,6 +153,13 @@ TEST_CASE("config errors name the key and where it came from", "[config]") {
   CHECK_ERROR(load_config("", {"optim.lr=1"}), Contains("optim"));
   CHECK_ERROR(load_config("", {"train.lr"}), Contains("section.key=value"));
   CHECK_ERROR(load_config("", {"lr=1"}), Contains("section.key=value"));
+  // The leaking ablation: a decoder's BP setting only.
+  CHECK_ERROR(load_config("", {"model.family=bert", "model.attention=bp_high", "model.leaky_bp=true"}),
+              Contains("model.leaky_bp") && Contains("decoder"));
+  CHECK_ERROR(load_config("", {"model.family=gpt2", "model.attention=original", "model.leaky_bp=true"}),
+              Contains("model.leaky_bp"));
+  CHECK(load_config("", {"model.family=gpt2", "model.attention=bp_high", "model.leaky_bp=true"})
+            .model.attention.leaky_bp);
   // Wrong types: key, expected type, what was found.
   CHECK_ERROR(load_config(write_temp("type.toml", "[train]\nlr = 1e-3\nmax_steps = \"many\"\n")),
               Contains("type.toml:3:") && Contains("train.max_steps") && Contains("expected an integer") &&

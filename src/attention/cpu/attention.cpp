@@ -48,7 +48,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
     w.ensure(T2, d.T);
     for (int64_t bh = t0; bh < t1; ++bh) {
       const int64_t b = bh / d.NH, h = bh % d.NH;
-      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
+      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal, p.leak};
       T* s = w.d.data();
       tile_gemm(d.T, d.T, d.HS, static_cast<T>(p.scale), qp + bh * QS, false, kp + bh * QS, true, T(0),
                 s);  // scale Q Kᵀ
@@ -102,7 +102,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
     w.ensure(T2, d.T);
     for (int64_t bh = t0; bh < t1; ++bh) {
       const int64_t b = bh / d.NH, h = bh % d.NH;
-      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal};
+      const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal, p.leak};
       const T* B = pp + bh * T2;
       const T* dO = gp + bh * QS;
       T* dB = w.d.data();

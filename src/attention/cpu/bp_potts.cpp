@@ -5,6 +5,7 @@
 //   F_ik = log(1 - c P_ik)                     for sender rows i (0 elsewhere; 0 where P is)
 //   G_jk = Σ_{i ∈ N(j)} F_ik                   encoder: column sum minus row j's own term
 //                                              decoder: exclusive prefix sum down the rows
+//                                              leaking decoder (m.leak): as the encoder
 //   L_jk = s_jk + G_jk,   B_j = softmax over the allowed k of L_j
 //
 // Backward, given dB:
@@ -52,7 +53,7 @@ void potts_forward(const TileMask& m, double c, int steps, const T* s, T* const*
       for (int64_t k = 0; k < n; ++k) L[k] = sj[k] + message(k);
       softmax_tile_row(m, j, L, B + j * n);
     };
-    if (!m.causal) {
+    if (!m.causal || m.leak) {
       // G_jk = Σ_{i != j} F_ik: the column sum over all senders, minus row j's own term.
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = 0; k < n; ++k) acc[k] += F[i * n + k];
@@ -105,7 +106,7 @@ double potts_backward(const TileMask& m, double c, int steps, const T* const* be
       dc += lane_sum(n, [&](int64_t k) { return tk[k]; });
     };
     std::fill(acc, acc + n, 0.0);
-    if (!m.causal) {
+    if (!m.causal || m.leak) {
       // Row i sent to every j != i: dF_ik = Σ_j dL_jk - dL_ik.
       for (int64_t j = 0; j < n; ++j)
         for (int64_t k = 0; k < n; ++k) acc[k] += dL[j * n + k];

@@ -19,11 +19,12 @@ namespace saobp::attn {
 
 // Which entries of a tile exist. allowed(j,k): key k is a token (not padding) and, in a causal
 // model, k <= j. sender(i): query row i is a token. Senders of row j (SAOBP messages): token
-// rows i != j (encoder) or i < j (decoder).
+// rows i != j (encoder, or a leaking decoder) or i < j (decoder).
 struct TileMask {
   int64_t T = 0;
   const uint8_t* key = nullptr;  // (T) 1 = token; null = no padding
   bool causal = false;
+  bool leak = false;  // causal keys, but every other token row sends (AttnParams::leak)
   bool masked() const { return key || causal; }
   bool allowed(int64_t j, int64_t k) const { return (!key || key[k]) && (!causal || k <= j); }
   bool sender(int64_t i) const { return !key || key[i]; }

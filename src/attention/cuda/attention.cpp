@@ -87,7 +87,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
       for (size_t t = 1; t < belief.size(); ++t) {
         check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
-                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal, L.data<T>()),
+                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak, L.data<T>()),
               op);
         check(launch_softmax_forward<T>(L.data<T>(), mask, belief[t].data<T>(), rows, d.T, false), op);
       }
@@ -137,7 +137,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
               op);
         axpby(dL, 1.0, ds, 1.0);  // L = s + G: s gets dL directly
         check(launch_potts_chain<T>(belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask),
-                                    potts.c.data<double>(), d.B, d.NH, d.T, p.causal, dP.data<T>(),
+                                    potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak, dP.data<T>(),
                                     dc.data<double>()),
               op);
         std::swap(db, dP);
