@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "train/analysis.h"
+#include "train/config.h"
 
 namespace saobp::cli {
 
@@ -34,9 +35,9 @@ std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& 
          "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
          o.data);
   ov.push_back("data.kind=" + o.data.substr(0, colon));
-  ov.push_back("data.path=" + o.data.substr(colon + 1));
+  ov.push_back(exact_string_override("data.path", o.data.substr(colon + 1), "--data"));
   // Anything the data would write (a vocabulary, for a checkpoint without a tokenizer) goes here.
-  ov.push_back("train.run_dir=" + (fs::path(out) / "data").string());
+  ov.push_back(exact_string_override("train.run_dir", (fs::path(out) / "data").string(), "--out"));
   return ov;
 }
 
