@@ -15,8 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> files = {fuzz::put(in.dir, "bench.json", in.part(true))};
   if (in.sel & 1) files.push_back(files[0]);
   fuzz::check([&] {
-    const nlohmann::json t =
-        study::cost_table(cfg, {"original", "bp_high", "bp_low", "bp_elemmul"}, files);
+    const nlohmann::json t = study::cost_table(cfg, {"original", "bp_high", "bp_low", "bp_elemmul"}, files);
     (void)study::cost_markdown(t);
   });
   return 0;

@@ -68,11 +68,12 @@ std::pair<std::string, std::string> recipe_of(const BenchmarkSpec& spec, const s
   return {recipe_text(spec.recipe), "configs/finetune/" + spec.recipe + ".toml"};
 }
 
-// The recipe's lengths in tokens scaled by train.seq_len / the recipe's seq_len when the input is
-// shorter than the recipe's (a model of fewer positions, or the user's train.seq_len): the
-// question cut to max_query_length leaves room for a context chunk, and the chunk and window
-// strides keep their share of the window. A key the user sets is kept as given.
-void fit_lengths(RunConfig& cfg, int64_t recipe_seq, const std::vector<std::string>& user,
+// The recipe's lengths in tokens that the task reads, scaled by train.seq_len / the recipe's
+// seq_len when the input is shorter than the recipe's (a model of fewer positions, or the user's
+// train.seq_len): SQuAD's question cut to max_query_length leaves room for a context chunk, and
+// the chunk stride (SQuAD) and window stride (WikiText) keep their share of the window. A key the
+// user sets is kept as given.
+void fit_lengths(RunConfig& cfg, Kind kind, int64_t recipe_seq, const std::vector<std::string>& user,
                  std::vector<std::string>& notes) {
   const int64_t L = cfg.train.seq_len;
   if (L >= recipe_seq) return;
@@ -85,9 +86,12 @@ void fit_lengths(RunConfig& cfg, int64_t recipe_seq, const std::vector<std::stri
       notes.push_back(fmt::format("{} {} of the recipe scaled to {} (train.seq_len {} of the recipe's {})",
                                   key, was, v, L, recipe_seq));
   };
-  scale("data.max_query_length", cfg.data.max_query_length, L - 4);  // [CLS] q [SEP] >= 1 token [SEP]
-  scale("data.doc_stride", cfg.data.doc_stride, L);
-  if (cfg.data.window_stride > 0) scale("data.window_stride", cfg.data.window_stride, L);  // 0: seq_len / 2
+  if (kind == Kind::span) {
+    scale("data.max_query_length", cfg.data.max_query_length, L - 4);  // [CLS] q [SEP] >= 1 token [SEP]
+    scale("data.doc_stride", cfg.data.doc_stride, L);
+  }
+  if (kind == Kind::lm && cfg.data.window_stride > 0)  // 0: seq_len / 2, fitted already
+    scale("data.window_stride", cfg.data.window_stride, L);
 }
 
 // Recipe + pretrained model + task keys + user overrides, every length fitted to the model; the
@@ -112,7 +116,7 @@ RunConfig config_for(const BenchmarkSpec& spec, const PretrainedInfo& pre, const
   }
   o.insert(o.end(), user.begin(), user.end());
   RunConfig cfg = load_config_text(text, name, o);
-  fit_lengths(cfg, seq, user, notes);
+  fit_lengths(cfg, spec.kind, seq, user, notes);
   validate_config(cfg);
   return cfg;
 }
