@@ -46,7 +46,8 @@ std::optional<AttentionSpec::Problem> AttentionSpec::problem(int64_t layers) con
   if (!(skip_head_fraction >= 0 && skip_head_fraction < 1))
     return bad("skip_head_fraction", fmt::format("must be in [0, 1), got {}", skip_head_fraction));
   if (leaky_bp && !uses_lambda(variant))
-    return bad("leaky_bp", fmt::format("changes the messages of bp_high and bp_low; {} has none", variant_name(variant)));
+    return bad("leaky_bp",
+               fmt::format("changes the messages of bp_high and bp_low; {} has none", variant_name(variant)));
   if (learnable_lambda && uses_lambda(variant))
     for (int64_t l = 0; l < layers; ++l)
       if (!(lambda_for_layer(l) > 0))
@@ -68,7 +69,8 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
   if (q.dim() != 4) fail("attention", "q must be (B,NH,T,HS), got {}", q.data().str());
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
   const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
-  AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)), cfg.causal && cfg.leak};
+  AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)),
+               cfg.causal && cfg.leak};
   const bool bp = uses_lambda(cfg.variant);
   Tensor lam;
   if (bp) {

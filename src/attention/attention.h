@@ -7,7 +7,8 @@
 //   bp_high:    w = e^λ;  bp_low: w = e^-λ;  c = 1 - 1/w
 //               B_j = softmax over allowed k of  s_jk + Σ_{i ∈ N(j)} log(1 - c A_ik)
 //               N(j) = token rows i != j (encoder) or token rows i < j (causal); padding never
-//               sends. cfg.leak (causal, an ablation): N(j) = token rows i != j, which leaks. With steps > 1, each step replaces A in the messages by the previous B.
+//               sends. cfg.leak (causal, an ablation): N(j) = token rows i != j, which leaks. With steps > 1,
+//               each step replaces A in the messages by the previous B.
 //   bp_elemmul: B = row-normalize(A Aᵀ) over the allowed entries
 //   output = B V.   λ = 0 gives exactly `original`.
 #pragma once
@@ -57,7 +58,8 @@ struct AttentionSpec {
   bool leaky_bp = false;
   // The per-call settings of layer `layer`'s attention.
   AttentionConfig call_config(bool causal) const {
-    return {variant, causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction, causal && leaky_bp};
+    return {variant,           causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction,
+            causal && leaky_bp};
   }
   // The first rule the spec breaks for a model of `layers` layers: the field at fault and what is
   // wrong with it ("bp_steps", "must be >= 1, got 0"); nullopt when it breaks none. The one place

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "core/error.h"
 
 namespace saobp {
@@ -57,5 +59,58 @@ std::string excerpt(const Json& v) {
 
 std::string json_excerpt(const nlohmann::json& v) { return excerpt(v); }
 std::string json_excerpt(const nlohmann::ordered_json& v) { return excerpt(v); }
+
+JsonFields::JsonFields(const nlohmann::json& v, std::string where, std::string op)
+    : v_(v), where_(std::move(where)), op_(std::move(op)) {
+  if (!v_.is_object()) fail(op_, "{}: {}; expected an object", where_, json_excerpt(v_));
+}
+
+const nlohmann::json* JsonFields::find(const char* key) const {
+  const auto it = v_.find(key);
+  return it == v_.end() ? nullptr : &*it;
+}
+
+void JsonFields::type_error(const char* key, const char* expected, const nlohmann::json& v) const {
+  fail(op_, "{}: {} is {}; expected {}", where_, key, json_excerpt(v), expected);
+}
+
+const nlohmann::json* JsonFields::required(const char* key) const {
+  const nlohmann::json* v = find(key);
+  if (!v) fail(op_, "{}: {} is missing", where_, key);
+  return v;
+}
+
+std::string JsonFields::string(const char* key) const {
+  const nlohmann::json* v = required(key);
+  if (!v->is_string()) type_error(key, "a string", *v);
+  return v->get<std::string>();
+}
+std::string JsonFields::string(const char* key, const std::string& dflt) const {
+  return find(key) ? string(key) : dflt;
+}
+
+int64_t JsonFields::integer(const char* key) const {
+  const nlohmann::json* v = required(key);
+  // An unsigned integer past int64_t's range is refused too (get<int64_t> would wrap it).
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    type_error(key, "an integer", *v);
+  return v->get<int64_t>();
+}
+int64_t JsonFields::integer(const char* key, int64_t dflt) const { return find(key) ? integer(key) : dflt; }
+
+double JsonFields::number(const char* key) const {
+  const nlohmann::json* v = required(key);
+  if (!v->is_number()) type_error(key, "a number", *v);
+  return v->get<double>();
+}
+double JsonFields::number(const char* key, double dflt) const { return find(key) ? number(key) : dflt; }
+
+bool JsonFields::boolean(const char* key, bool dflt) const {
+  const nlohmann::json* v = find(key);
+  if (!v) return dflt;
+  if (!v->is_boolean()) type_error(key, "true or false", *v);
+  return v->get<bool>();
+}
 
 }  // namespace saobp

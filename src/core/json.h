@@ -41,4 +41,35 @@ Json read_json_file(const std::string& path, std::string_view op) {
 std::string json_excerpt(const nlohmann::json& v);
 std::string json_excerpt(const nlohmann::ordered_json& v);
 
+// Typed reads of the keys of one JSON object of a file saobp did not write (a bench file, a
+// results.json, a Hugging Face config.json): the schema check every such reader goes through
+// instead of operator[] and value(), which are undefined behaviour or an exception naming
+// nothing on a missing key or another type. A missing key takes the default given (or, without
+// one, is an error); a value of another type is an Error "[op] WHERE: KEY is EXCERPT; expected
+// TYPE", WHERE naming the file (and the object's place in it). An integer is a JSON integer
+// within int64_t: 32.5 and 1e300 are refused, not cut or overflowed.
+class JsonFields {
+ public:
+  // Throws "[op] WHERE: EXCERPT; expected an object" when `v` is not an object.
+  JsonFields(const nlohmann::json& v, std::string where, std::string op);
+
+  const nlohmann::json& value() const { return v_; }
+  const std::string& where() const { return where_; }
+  const nlohmann::json* find(const char* key) const;  // nullptr when absent
+  [[noreturn]] void type_error(const char* key, const char* expected, const nlohmann::json& v) const;
+
+  std::string string(const char* key) const;
+  std::string string(const char* key, const std::string& dflt) const;
+  int64_t integer(const char* key) const;
+  int64_t integer(const char* key, int64_t dflt) const;
+  double number(const char* key) const;
+  double number(const char* key, double dflt) const;
+  bool boolean(const char* key, bool dflt) const;
+
+ private:
+  const nlohmann::json* required(const char* key) const;
+  const nlohmann::json& v_;
+  std::string where_, op_;
+};
+
 }  // namespace saobp

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -67,27 +68,57 @@ std::pair<std::string, std::string> recipe_of(const BenchmarkSpec& spec, const s
   return {recipe_text(spec.recipe), "configs/finetune/" + spec.recipe + ".toml"};
 }
 
-// Recipe + pretrained model + task keys + user overrides, with seq_len fitted to the model.
+// The recipe's lengths in tokens that the task reads, scaled by train.seq_len / the recipe's
+// seq_len when the input is shorter than the recipe's (a model of fewer positions, or the user's
+// train.seq_len): SQuAD's question cut to max_query_length leaves room for a context chunk, and
+// the chunk stride (SQuAD) and window stride (WikiText) keep their share of the window. A key the
+// user sets is kept as given.
+void fit_lengths(RunConfig& cfg, Kind kind, int64_t recipe_seq, const std::vector<std::string>& user,
+                 std::vector<std::string>& notes) {
+  const int64_t L = cfg.train.seq_len;
+  if (L >= recipe_seq) return;
+  const auto scale = [&](const char* key, int64_t& v, int64_t most) {
+    if (overridden(user, key)) return;
+    const int64_t was = v;
+    // v > recipe_seq scales past L >= most (and v * L could overflow): clamped either way.
+    v = std::clamp<int64_t>(v > recipe_seq ? most : v * L / recipe_seq, 1, std::max<int64_t>(1, most));
+    if (v != was)
+      notes.push_back(fmt::format("{} {} of the recipe scaled to {} (train.seq_len {} of the recipe's {})",
+                                  key, was, v, L, recipe_seq));
+  };
+  if (kind == Kind::span) {
+    scale("data.max_query_length", cfg.data.max_query_length, L - 4);  // [CLS] q [SEP] >= 1 token [SEP]
+    scale("data.doc_stride", cfg.data.doc_stride, L);
+  }
+  if (kind == Kind::lm && cfg.data.window_stride > 0)  // 0: seq_len / 2, fitted already
+    scale("data.window_stride", cfg.data.window_stride, L);
+}
+
+// Recipe + pretrained model + task keys + user overrides, every length fitted to the model; the
+// adjustments made are appended to `notes`. The paths (--data, and the pretrained folder, named
+// by `init_option`) are set byte for byte.
 RunConfig config_for(const BenchmarkSpec& spec, const PretrainedInfo& pre, const std::string& data,
                      const std::string& recipe_file, const std::vector<std::string>& user,
-                     std::string* note) {
+                     const char* init_option, std::vector<std::string>& notes) {
   const auto [text, name] = recipe_of(spec, recipe_file);
   std::vector<std::string> o = model_overrides(pre.model);
   o.push_back("data.kind=\"benchmark\"");
   o.push_back(fmt::format("data.task=\"{}\"", spec.name));
-  o.push_back("data.path=" + data);
-  if (pre.has_tokenizer) o.push_back("data.vocab=" + pre.dir);
+  o.push_back(exact_string_override("data.path", data, "--data"));
+  if (pre.has_tokenizer) o.push_back(exact_string_override("data.vocab", pre.dir, init_option));
   o.push_back("train.run_dir=runs/finetune/" + task_slug(spec.name));
   const int64_t seq = recipe_seq_len(text, name);
   if (pre.model.positions == "learned" && seq > pre.model.max_positions &&
       !overridden(user, "train.seq_len")) {
     o.push_back(fmt::format("train.seq_len={}", pre.model.max_positions));
-    if (note)
-      *note = fmt::format("train.seq_len {} of the recipe lowered to the model's max_positions {}", seq,
-                          pre.model.max_positions);
+    notes.push_back(fmt::format("train.seq_len {} of the recipe lowered to the model's max_positions {}", seq,
+                                pre.model.max_positions));
   }
   o.insert(o.end(), user.begin(), user.end());
-  return load_config_text(text, name, o);
+  RunConfig cfg = load_config_text(text, name, o);
+  fit_lengths(cfg, spec.kind, seq, user, notes);
+  validate_config(cfg);
+  return cfg;
 }
 
 }  // namespace
@@ -111,9 +142,10 @@ RunConfig finetune_config(const FinetuneOptions& o) {
   if (!pre.has_tokenizer)
     fail("finetune", "--init {}: no tokenizer files (tokenizer.json, vocab.txt, or vocab.json + merges.txt)",
          o.init);
-  std::string note;
-  RunConfig cfg = config_for(spec, pre, o.data, o.recipe, o.overrides, &note);
-  if (!note.empty() && !o.quiet) fmt::print("{}\n", note);
+  std::vector<std::string> notes;
+  RunConfig cfg = config_for(spec, pre, o.data, o.recipe, o.overrides, "--init", notes);
+  if (!o.quiet)
+    for (const std::string& n : notes) fmt::print("{}\n", n);
   return cfg;
 }
 
@@ -158,7 +190,10 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
     if (pre.model.family != "gpt2")
       fail("eval", "{}{}: scoring by log-likelihood needs a decoder (model.family gpt2); {} is {}", o.task,
            o.zero_shot ? " --zero-shot" : "", o.checkpoint, pre.model.family);
-    const RunConfig cfg = config_for(spec, pre, o.data, "", o.overrides, nullptr);
+    std::vector<std::string> notes;
+    const RunConfig cfg = config_for(spec, pre, o.data, "", o.overrides, "--checkpoint", notes);
+    if (o.print)
+      for (const std::string& n : notes) fmt::print(stderr, "eval: {}\n", n);
     if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
     GPT2LMHeadModel model(decoder_config(cfg), cfg.train.seed);
     const InitReport rep = init_from_pretrained(o.checkpoint, model.params(), {});
@@ -204,12 +239,16 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
     // A fine-tuned checkpoint: its own config (ours) or the task's recipe (a Hugging Face folder).
     RunConfig cfg;
     std::vector<std::string> ov = {"data.kind=\"benchmark\"", fmt::format("data.task=\"{}\"", o.task),
-                                   "data.path=" + o.data, "data.vocab=" + o.checkpoint};
+                                   exact_string_override("data.path", o.data, "--data"),
+                                   exact_string_override("data.vocab", o.checkpoint, "--checkpoint")};
     ov.insert(ov.end(), o.overrides.begin(), o.overrides.end());
+    std::vector<std::string> notes;
     if (pre.format == "saobp")
       cfg = load_config((fs::path(o.checkpoint) / "config.toml").string(), ov);
     else
-      cfg = config_for(spec, pre, o.data, "", ov, nullptr);
+      cfg = config_for(spec, pre, o.data, "", ov, "--checkpoint", notes);
+    if (o.print)
+      for (const std::string& n : notes) fmt::print(stderr, "eval: {}\n", n);
     if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
     const std::unique_ptr<Task> task = make_eval_task(cfg);
     init_from_pretrained(o.checkpoint, task->params(), {});

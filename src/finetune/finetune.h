@@ -37,7 +37,10 @@ struct FinetuneOptions {
 
 // The run config of a fine-tuning run: the recipe, the pretrained model's [model] section,
 // data.kind/task/path/vocab, train.run_dir = runs/finetune/<task>, then the overrides (which win).
-// train.seq_len is lowered to model.max_positions (learned positions) unless overridden.
+// train.seq_len is lowered to model.max_positions (learned positions) unless overridden; when the
+// input is shorter than the recipe's, data.max_query_length, data.doc_stride and
+// data.window_stride (those not overridden) are scaled by the same ratio. --data and --init are
+// set byte for byte (config.h's exact_string_override).
 RunConfig finetune_config(const FinetuneOptions& o);
 
 // Trains (train/trainer.h) and writes RUN_DIR/results.json: {"task", "metrics": {split:

@@ -135,6 +135,16 @@ std::string build_report(const ReportOptions& opt) {
         continue;
       }
       if (j.is_object() && j.contains("points") && j.contains("pearson_r")) {
+        // What sections.cpp draws: a point {"x", "y"} per element of "points", the labels strings.
+        const JsonFields c(j, file, "report");
+        for (const char* label : {"x", "y", "over"}) (void)c.string(label, "");
+        (void)c.integer("left_out", 0);
+        const nlohmann::json& points = *c.find("points");
+        if (!points.is_array()) c.type_error("points", "an array of points", points);
+        for (size_t i = 0; i < points.size(); ++i) {
+          const JsonFields pt(points[i], fmt::format("{}: points[{}]", file, i), "report");
+          (void)pt.number("x"), (void)pt.number("y");
+        }
         correlation_files.push_back({file, j});
         continue;
       }

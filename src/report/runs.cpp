@@ -117,6 +117,7 @@ nlohmann::json read_results(const std::string& path) {
     fail("report",
          "{}: no \"metrics\" object (expected the results.json of `saobp finetune` or `saobp eval --task`)",
          path);
+  (void)JsonFields(j, path, "report").boolean("zero_shot", false);  // the one key read as a type
   return j;
 }
 
@@ -149,9 +150,9 @@ Run load_run(const std::string& dir, size_t index, const ReportOptions& opt) {
     fail("report", "{}: not JSON: {}", (final_dir / "config.json").string(), e.what());
   }
   r.cfg = load_config((final_dir / "config.toml").string());
-  r.variant = hf.value("saobp_attention", std::string(variant_name(r.cfg.model.attention.variant)));
-  r.lambda = hf.contains("saobp_lambda") && hf["saobp_lambda"].is_number() ? hf["saobp_lambda"].get<double>()
-                                                                           : r.cfg.model.attention.lambda;
+  const JsonFields saobp_keys(hf, (final_dir / "config.json").string(), "report");
+  r.variant = saobp_keys.string("saobp_attention", std::string(variant_name(r.cfg.model.attention.variant)));
+  r.lambda = saobp_keys.number("saobp_lambda", r.cfg.model.attention.lambda);
   r.label = fmt::format("{} ({})", r.name, r.variant);
   r.identical = r.variant == "original";
   r.metrics = read_metrics(metrics.string());

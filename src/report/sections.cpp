@@ -213,7 +213,7 @@ void results_table(Page& p, const std::vector<Result>& results) {
     const std::string swatch =
         r.color.empty() ? "" : fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>", r.color);
     std::string task = json_text(j, "task");
-    if (j.value("zero_shot", false)) task += " (zero-shot)";
+    if (j.contains("zero_shot") && j["zero_shot"] == true) task += " (zero-shot)";
     p.html += fmt::format("<tr><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                           swatch, svg::escape(r.name), task, json_text(j, "attention"),
                           json_text(j, "family"), fmt_num(number(j, "steps"), "{:.0f}"));
@@ -496,8 +496,8 @@ void correlations(Page& p, const std::vector<Correlation>& cs) {
     s.xlabel = j.value("x", "x");
     s.ylabel = j.value("y", "y");
     for (const nlohmann::json& pt : j["points"]) {
-      s.x.push_back(pt.value("x", kNaN));
-      s.y.push_back(pt.value("y", kNaN));
+      s.x.push_back(number(pt, "x"));  // NaN where a point has no number
+      s.y.push_back(number(pt, "y"));
     }
     s.slope = number(j, "slope");
     s.intercept = number(j, "intercept");

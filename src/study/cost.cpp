@@ -32,12 +32,15 @@ nlohmann::json cost_table(const RunConfig& cfg, const std::vector<std::string>& 
       fail("cost", "{}: {}", f, e.what());
     }
     if (!j.is_object()) fail("cost", "{}: a bench file holds a JSON object, not {}", f, j.type_name());
-    if (j.value("family", "") != cfg.model.family || j.value("batch_size", int64_t{-1}) != tc.batch_size ||
-        j.value("seq_len", int64_t{-1}) != tc.seq_len || !j.contains("attention"))
-      fail("cost", "{}: a bench of {} B={} T={}, not of this config's {} B={} T={}", f,
-           j.value("family", "?"), j.value("batch_size", int64_t{-1}), j.value("seq_len", int64_t{-1}),
-           cfg.model.family, tc.batch_size, tc.seq_len);
-    if (j.value("mode", "") == "inference" &&
+    // The keys that say what was measured, each of its type (a bench file of `saobp bench --json`).
+    const JsonFields b(j, f, "cost");
+    const std::string family = b.string("family"), mode = b.string("mode", "");
+    const int64_t batch_size = b.integer("batch_size"), seq_len = b.integer("seq_len");
+    (void)b.string("attention");
+    if (family != cfg.model.family || batch_size != tc.batch_size || seq_len != tc.seq_len)
+      fail("cost", "{}: a bench of {} B={} T={}, not of this config's {} B={} T={}", f, family, batch_size,
+           seq_len, cfg.model.family, tc.batch_size, tc.seq_len);
+    if (mode == "inference" &&
         !(j.contains("batch") && j["batch"].is_object() && j["batch"].contains("ms_median") &&
           j.contains("single") && j["single"].is_object() && j["single"].contains("ms_median")))
       fail("cost", "{}: an inference bench without its \"batch\" and \"single\" figures (ms_median)", f);
@@ -51,11 +54,11 @@ nlohmann::json cost_table(const RunConfig& cfg, const std::vector<std::string>& 
       if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
         fail("cost", "{}: {}{} is {}, not a positive number", f, where, key, json_excerpt(*it));
     };
-    if (j.value("mode", "") == "inference") {
+    if (mode == "inference") {
       figure(j["batch"], "batch.", "ms_median", true);
       figure(j["batch"], "batch.", "tokens_per_s", false);
       figure(j["single"], "single.", "ms_median", true);
-    } else if (j.contains("ms_per_step_median")) {
+    } else {
       figure(j, "", "ms_per_step_median", true);
       figure(j, "", "tokens_per_s", false);
       figure(j, "", "gflops", false);
@@ -94,11 +97,11 @@ nlohmann::json cost_table(const RunConfig& cfg, const std::vector<std::string>& 
     // each kind for a variant wins.
     for (const nlohmann::json& b : benches) {
       if (b["attention"] != v["attention"]) continue;
-      if (b.value("mode", "") == "inference") {
+      if (b.contains("mode") && b["mode"] == "inference") {
         v["inference_ms_per_batch"] = b["batch"]["ms_median"];
         v["inference_tokens_per_s"] = b["batch"].value("tokens_per_s", nlohmann::json());
         v["latency_ms"] = b["single"]["ms_median"];
-      } else if (b.contains("ms_per_step_median")) {
+      } else {
         v["ms_per_step"] = b["ms_per_step_median"];
         v["tokens_per_s"] = b.value("tokens_per_s", nlohmann::json());
         v["gflops"] = b.value("gflops", nlohmann::json());

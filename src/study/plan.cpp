@@ -195,7 +195,7 @@ std::vector<std::string> run_overrides(const StudySpec& spec, const PlannedRun& 
       if (name == v) o.insert(o.end(), bundle.begin(), bundle.end());
   }
   o.push_back("train.seed=" + std::to_string(r.seed));
-  o.push_back("train.run_dir=" + r.run_dir);
+  o.push_back(exact_string_override("train.run_dir", r.run_dir, "the study folder"));
   return o;
 }
 
@@ -294,7 +294,7 @@ std::vector<std::string> child_args(const StudySpec& spec, const std::vector<Pla
          f->data,    "--quiet"};
     a.insert(a.end(), f->overrides.begin(), f->overrides.end());
     a.push_back("train.seed=" + std::to_string(r.seed));
-    a.push_back("train.run_dir=" + r.run_dir);
+    a.push_back(exact_string_override("train.run_dir", r.run_dir, "the study folder"));
   }
   if (!resume.empty()) a.insert(a.end(), {"--resume", resume});
   return a;

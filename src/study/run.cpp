@@ -135,7 +135,10 @@ std::vector<nlohmann::json> read_eval_lines(const std::string& run_dir) {
     } catch (const nlohmann::json::exception& e) {
       fail("study", "{}:{}: {}", path, lineno, e.what());
     }
-    if (j.contains("eval_loss")) out.push_back(j);
+    if (!j.contains("eval_loss")) continue;
+    // The step, read by value() below and in correlate: an integer or absent (not "x", not 1e300).
+    (void)JsonFields(j, fmt::format("{}:{}", path, lineno), "study").integer("step", 0);
+    out.push_back(j);
   }
   return out;
 }
@@ -278,10 +281,17 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
     } catch (const nlohmann::json::exception& e) {
       fail("study", "{}: {}", path, e.what());
     }
+    // A results.json handed back (a resumed study reads what its runs left): an object, and a
+    // pretraining run's with a "metrics" object; named otherwise.
+    if (!j.is_object()) fail("study", "{}: the top level is {}, not an object", path, json_excerpt(j));
+    const auto metrics = j.find("metrics");
+    if (r.task == "pretrain" && (metrics == j.end() || !metrics->is_object()))
+      fail("study", "{}: \"metrics\" is {}, not an object of name: value", path,
+           metrics == j.end() ? "missing" : json_excerpt(*metrics));
     RunRecord rec{r.id,   r.cell, r.task, r.pretrain >= 0 ? plan[static_cast<size_t>(r.pretrain)].id : "",
                   r.seed, r.axes, {}};
     if (r.task == "pretrain")
-      for (const auto& [k, v] : j["metrics"].items())
+      for (const auto& [k, v] : metrics->items())
         rec.metrics.push_back({k, v.is_number() ? v.get<double>() : NAN});
     else
       rec.metrics = finetune_metrics(nlohmann::json::parse(j.dump()));

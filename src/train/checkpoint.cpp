@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <regex>
 
@@ -375,14 +376,29 @@ TrainerState load_training_state(const std::string& dir, AdamW& opt, int64_t max
   int64_t optimizer_steps = 0;
   try {
     const nlohmann::json j = read_json_file(path, "checkpoint");
-    s.step = j.at("step").get<int64_t>();
-    s.data_position = j.at("data_position").get<int64_t>();
-    s.config_hash = std::stoull(j.at("config_hash").get<std::string>(), nullptr, 16);
-    s.seed = j.at("seed").get<uint64_t>();
-    s.ranks = j.value("ranks", 1);
-    s.grad_accum = j.value("grad_accum", 1);
-    s.max_batches_per_step = j.value("max_batches_per_step", int64_t{s.ranks} * s.grad_accum);
-    optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+    // Typed reads (core/json.h): a float where an integer belongs is refused, not converted
+    // (1e300 into an int64_t is undefined behaviour).
+    const JsonFields k(j, path, "checkpoint");
+    s.step = k.integer("step");
+    s.data_position = k.integer("data_position");
+    s.config_hash = std::stoull(k.string("config_hash"), nullptr, 16);
+    const nlohmann::json* seed = k.find("seed");
+    if (!seed || !seed->is_number_unsigned())
+      fail("checkpoint", "{}: 'seed' is {}, not an integer >= 0; the checkpoint is damaged", path,
+           seed ? json_excerpt(*seed) : "missing");
+    s.seed = seed->get<uint64_t>();
+    const auto small = [&](const char* key) {
+      const int64_t v = k.integer(key, 1);
+      if (v < 1 || v > std::numeric_limits<int>::max())
+        fail("checkpoint",
+             "{}: '{}' is {}, not a count of processes or micro-batches; the checkpoint is damaged", path,
+             key, v);
+      return static_cast<int>(v);
+    };
+    s.ranks = small("ranks");
+    s.grad_accum = small("grad_accum");
+    s.max_batches_per_step = k.integer("max_batches_per_step", int64_t{s.ranks} * s.grad_accum);
+    optimizer_steps = k.integer("optimizer_steps");
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint", "{}: {}; the checkpoint is damaged", path, e.what());
   } catch (const std::logic_error& e) {

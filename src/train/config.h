@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attention/attention.h"
@@ -116,6 +117,12 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
 // load_config on TOML text; `name` stands for the file in messages and "<name>" (its stem).
 RunConfig load_config_text(const std::string& text, const std::string& name,
                            const std::vector<std::string>& overrides = {});
+
+// "section.key=VALUE", VALUE the TOML string of `value`: an override that sets a string key to
+// exactly these bytes (spaces at either end, quotes, backslashes, '=' and line breaks kept, never
+// read as a TOML value), for paths given on the command line. TOML holds UTF-8 text only, so a
+// value that is not UTF-8 is refused, naming `option` (the command-line option it came from).
+std::string exact_string_override(const std::string& key, const std::string& value, std::string_view option);
 
 // The semantic checks of load_config on an already resolved config (throws naming the key).
 void validate_config(const RunConfig& cfg);

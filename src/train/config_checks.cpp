@@ -120,8 +120,9 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins) {
     const std::string key = "model." + p->field;
     fail("config", "{}{}: {}", at(key), key, p->what);
   }
-  CFG_CHECK(!m.attention.leaky_bp || m.family == "gpt2", "model.leaky_bp",
-            "is a decoder setting (model.family = \"gpt2\"): an encoder's messages already come from every row");
+  CFG_CHECK(
+      !m.attention.leaky_bp || m.family == "gpt2", "model.leaky_bp",
+      "is a decoder setting (model.family = \"gpt2\"): an encoder's messages already come from every row");
   CFG_CHECK(m.rope_base > 0, "model.rope_base", "must be > 0, got {}", m.rope_base);
   CFG_CHECK(m.positions != "rope" || (m.hidden / m.heads) % 2 == 0, "model.positions",
             "rope needs an even head size, got model.hidden / model.heads = {}", m.hidden / m.heads);

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/hash.h"
+#include "data/unicode.h"
 #include "model/sizes.h"
 #include "train/config.h"
 #include "train/config_checks.h"
@@ -345,6 +346,15 @@ std::vector<std::string> config_keys(const std::string& section) {
 namespace {
 RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides);
 }  // namespace
+
+std::string exact_string_override(const std::string& key, const std::string& value, std::string_view option) {
+  if (const size_t bad = uni::find_invalid_utf8(value); bad != std::string::npos)
+    fail("config",
+         "{} {}: byte {} (0x{:02x}) is not UTF-8; {} is recorded in the run's config.toml, which holds UTF-8 "
+         "text only: rename it",
+         option, toml_string(uni::utf8_lossy(value)), bad, static_cast<unsigned char>(value[bad]), key);
+  return key + "=" + toml_string(value);
+}
 
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
   toml::table doc;

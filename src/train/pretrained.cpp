@@ -34,42 +34,10 @@ namespace {
 
 // ---- config.json ------------------------------------------------------------------------------
 
-// Typed access to one config.json, with Hugging Face's default for an absent key.
-struct HfKeys {
-  const json& cfg;
-  const std::string& file;
-
-  const json* find(const char* key) const {
-    const auto it = cfg.find(key);
-    return it == cfg.end() ? nullptr : &*it;
-  }
-  [[noreturn]] void type_error(const char* key, const char* expected, const json& v) const {
-    fail("pretrained", "{}: {} is {}; expected {}", file, key, json_excerpt(v), expected);
-  }
-  int64_t integer(const char* key, int64_t dflt) const {
-    const json* v = find(key);
-    if (!v) return dflt;
-    if (!v->is_number_integer()) type_error(key, "an integer", *v);
-    return v->get<int64_t>();
-  }
-  double number(const char* key, double dflt) const {
-    const json* v = find(key);
-    if (!v) return dflt;
-    if (!v->is_number()) type_error(key, "a number", *v);
-    return v->get<double>();
-  }
-  std::string string(const char* key, const std::string& dflt) const {
-    const json* v = find(key);
-    if (!v) return dflt;
-    if (!v->is_string()) type_error(key, "a string", *v);
-    return v->get<std::string>();
-  }
-  bool boolean(const char* key, bool dflt) const {
-    const json* v = find(key);
-    if (!v) return dflt;
-    if (!v->is_boolean()) type_error(key, "true or false", *v);
-    return v->get<bool>();
-  }
+// Typed access to one config.json (core/json.h's JsonFields), with Hugging Face's default for an
+// absent key.
+struct HfKeys : JsonFields {
+  HfKeys(const json& cfg, const std::string& file) : JsonFields(cfg, file, "pretrained") {}
 
   // The key must hold `want` (its default when absent); `what` says what we implement instead.
   void require_string(const char* key, const std::string& dflt, std::initializer_list<const char*> allowed,
@@ -77,48 +45,57 @@ struct HfKeys {
     const std::string v = string(key, dflt);
     for (const char* a : allowed)
       if (v == a) return;
-    fail("pretrained", "{}: {} is \"{}\", which saobp does not implement ({})", file, key, v, what);
+    fail("pretrained", "{}: {} is \"{}\", which saobp does not implement ({})", where(), key, v, what);
   }
   void require_number(const char* key, double want, const char* what) const {
     const double v = number(key, want);
     if (std::abs(v - want) > 1e-9 * std::abs(want))
-      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", file, key, find(key)->dump(),
+      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", where(), key, find(key)->dump(),
            what);
   }
   void require_integer(const char* key, int64_t want, const char* what) const {
     if (integer(key, want) != want)
-      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", file, key, find(key)->dump(),
+      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", where(), key, find(key)->dump(),
            what);
   }
   void require_bool(const char* key, bool want, const char* what) const {
     if (boolean(key, want) != want)
-      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", file, key, find(key)->dump(),
+      fail("pretrained", "{}: {} is {}, which saobp does not implement ({})", where(), key, find(key)->dump(),
            what);
   }
 };
 
 // Our fields (train/task.cpp's saobp_config_fields), honoured when present. saobp_task (the task
-// a checkpoint was trained on, written by the task heads) says nothing about the body: ignored.
+// a checkpoint was trained on, written by the task heads) and saobp_tokenizer_fingerprint (the
+// tokenizer a checkpoint was saved with, checkpoint.cpp) say nothing about the body: ignored, so a
+// checkpoint's own config.json reads as a Hugging Face folder.
 void read_saobp_fields(const HfKeys& k, ModelSection& m) {
-  static const std::set<std::string> known = {"saobp_attention",     "saobp_lambda",
-                                              "saobp_layer_lambdas", "saobp_learnable_lambda",
-                                              "saobp_bp_steps",      "saobp_positions",
-                                              "saobp_rope_base",     "saobp_skip_sinky_heads",
-                                              "saobp_skip_peak_tau", "saobp_skip_head_fraction",
-                                              "saobp_leaky_bp",      "saobp_task"};
-  for (const auto& [key, v] : k.cfg.items()) {
+  static const std::set<std::string> known = {"saobp_attention",
+                                              "saobp_lambda",
+                                              "saobp_layer_lambdas",
+                                              "saobp_learnable_lambda",
+                                              "saobp_bp_steps",
+                                              "saobp_positions",
+                                              "saobp_rope_base",
+                                              "saobp_skip_sinky_heads",
+                                              "saobp_skip_peak_tau",
+                                              "saobp_skip_head_fraction",
+                                              "saobp_leaky_bp",
+                                              "saobp_task",
+                                              "saobp_tokenizer_fingerprint"};
+  for (const auto& [key, v] : k.value().items()) {
     if (key.rfind("saobp_", 0) != 0 || known.count(key)) continue;
     std::string allowed;
     for (const std::string& n : known) allowed += (allowed.empty() ? "" : ", ") + n;
-    fail("pretrained", "{}: unknown key {} = {} (saobp reads {})", k.file, key, json_excerpt(v), allowed);
+    fail("pretrained", "{}: unknown key {} = {} (saobp reads {})", k.where(), key, json_excerpt(v), allowed);
   }
   if (const json* v = k.find("saobp_attention")) {
     const std::string name = k.string("saobp_attention", "");
     try {
       m.attention.variant = parse_variant(name);
     } catch (const Error&) {
-      fail("pretrained", "{}: saobp_attention is {}; allowed: original, bp_high, bp_low, bp_elemmul", k.file,
-           v->dump());
+      fail("pretrained", "{}: saobp_attention is {}; allowed: original, bp_high, bp_low, bp_elemmul",
+           k.where(), json_excerpt(*v));
     }
   }
   m.attention.lambda = k.number("saobp_lambda", m.attention.lambda);
@@ -133,11 +110,11 @@ void read_saobp_fields(const HfKeys& k, ModelSection& m) {
   m.attention.learnable_lambda = k.boolean("saobp_learnable_lambda", m.attention.learnable_lambda);
   const int64_t steps = k.integer("saobp_bp_steps", m.attention.bp_steps);
   if (steps < 1 || steps > std::numeric_limits<int>::max())
-    fail("pretrained", "{}: saobp_bp_steps is {}; expected an integer >= 1", k.file, steps);
+    fail("pretrained", "{}: saobp_bp_steps is {}; expected an integer >= 1", k.where(), steps);
   m.attention.bp_steps = static_cast<int>(steps);
   m.positions = k.string("saobp_positions", m.positions);
   if (m.positions != "learned" && m.positions != "rope" && m.positions != "none")
-    fail("pretrained", "{}: saobp_positions is \"{}\"; allowed: learned, rope, none", k.file, m.positions);
+    fail("pretrained", "{}: saobp_positions is \"{}\"; allowed: learned, rope, none", k.where(), m.positions);
   m.rope_base = k.number("saobp_rope_base", m.rope_base);
   m.attention.skip_sinky_heads = k.boolean("saobp_skip_sinky_heads", m.attention.skip_sinky_heads);
   m.attention.skip_peak_tau = k.number("saobp_skip_peak_tau", m.attention.skip_peak_tau);

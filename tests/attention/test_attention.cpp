@@ -364,13 +364,14 @@ TEST_CASE("attention: the leaking decoder ablation (leak) hears later rows, fuse
       const std::vector<Tensor> in = {randn({B, NH, T, HS}, 35), randn({B, NH, T, HS}, 36),
                                       randn({B, NH, T, HS}, 37),
                                       Tensor::from_vector(std::vector<double>{0.3, 0.9}, {NH})};
-      const GradcheckResult r =
-          gradcheck([&](const std::vector<Var>& x) { return attention(x[0], x[1], x[2], km, x[3], cfg); }, in);
+      const GradcheckResult r = gradcheck(
+          [&](const std::vector<Var>& x) { return attention(x[0], x[1], x[2], km, x[3], cfg); }, in);
       INFO(r.worst);
       CHECK(r.max_error < 1e-6);
       // The leak: a change of q and k at the last position moves the outputs before it (in the
       // causal default it does not: "no future leak in the decoder").
-      const Tensor q = randn({1, NH, T, HS}, 38), k = randn({1, NH, T, HS}, 39), vv = randn({1, NH, T, HS}, 40);
+      const Tensor q = randn({1, NH, T, HS}, 38), k = randn({1, NH, T, HS}, 39),
+                   vv = randn({1, NH, T, HS}, 40);
       Tensor q2 = q.clone(), k2 = k.clone();
       q2.slice(2, T - 1, T).copy_from(randn({1, NH, 1, HS}, 41, DType::f64, 3.0));
       k2.slice(2, T - 1, T).copy_from(randn({1, NH, 1, HS}, 42, DType::f64, 3.0));

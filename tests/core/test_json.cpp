@@ -41,3 +41,26 @@ TEST_CASE("json: a foreign value in a message is a short excerpt", "[core]") {
   CHECK(json_excerpt(nlohmann::json::object({{"a", 1}})) == "an object of 1 key");
   CHECK(json_excerpt(nlohmann::ordered_json::object({{"a", 1}, {"b", 2}})) == "an object of 2 keys");
 }
+
+TEST_CASE("json: JsonFields reads each key as its type or names the file and the key", "[core]") {
+  const nlohmann::json j = nlohmann::json::parse(
+      R"({"s": "a", "i": 3, "big": 18446744073709551615, "f": 2.5, "huge": 1e300, "b": true, "n": null})");
+  const JsonFields f(j, "x.json", "test");
+  CHECK(f.string("s") == "a");
+  CHECK(f.string("absent", "dflt") == "dflt");
+  CHECK(f.integer("i") == 3);
+  CHECK(f.integer("absent", -1) == -1);
+  CHECK(f.number("i") == 3.0);
+  CHECK(f.number("f") == 2.5);
+  CHECK(f.boolean("b", false));
+  // A float, an unsigned integer past int64_t and null are not integers: never cut or wrapped.
+  CHECK_THROWS_WITH(f.integer("f"), Contains("[test] x.json: f is 2.5; expected an integer"));
+  CHECK_THROWS_WITH(f.integer("huge"), Contains("huge is 1e+300; expected an integer"));
+  CHECK_THROWS_WITH(f.integer("big"), Contains("big is 18446744073709551615; expected an integer"));
+  CHECK_THROWS_WITH(f.integer("n", 0), Contains("n is null; expected an integer"));
+  CHECK_THROWS_WITH(f.string("i"), Contains("i is 3; expected a string"));
+  CHECK_THROWS_WITH(f.boolean("s", false), Contains("s is \"a\"; expected true or false"));
+  CHECK_THROWS_WITH(f.number("absent"), Contains("x.json: absent is missing"));
+  CHECK_THROWS_WITH(JsonFields(nlohmann::json::array({1, 2}), "y.json", "test"),
+                    Contains("y.json: an array of 2; expected an object"));
+}

@@ -304,3 +304,65 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   CHECK(one["nll_per_token"].get<double>() == Approx(ce).epsilon(1e-5));
   fs::remove_all(dir);
 }
+
+TEST_CASE("finetune: the recipes' lengths are fitted to a model of 64 positions", "[finetune][slow]") {
+  // squad.toml asks for 384 tokens with 64-token questions and chunks 128 apart; wikitext.toml
+  // for windows of 1024 tokens 512 apart. A model of 64 positions takes each scaled by 64/384 or
+  // 64/1024 (every key the user does not set), and trains and evaluates.
+  const std::string dir = temp_dir("fit");
+  for (const char* sub : {"/bert", "/gpt2"}) fs::create_directories(dir + sub);
+  const std::string bert = pretrain(dir + "/bert", "bert"), gpt = pretrain(dir + "/gpt2", "gpt2");
+  const std::string data = dir + "/squad-data";
+  fs::create_directories(data);
+  for (const char* v : {"1.1", "2.0"}) {
+    fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/dev-v" + v + ".json");
+    fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/train-v" + v + ".json");
+  }
+  finetune::FinetuneOptions o;
+  o.init = bert, o.task = "squad/v1.1", o.data = data, o.quiet = true;
+  o.overrides = {"train.epochs=1", "train.batch_size=4", "train.log_every=0", "train.threads=1",
+                 "train.run_dir=" + dir + "/sq1"};
+  const RunConfig cfg = finetune::finetune_config(o);
+  CHECK(cfg.train.seq_len == 64);
+  CHECK(cfg.data.max_query_length == 64 * 64 / 384);
+  CHECK(cfg.data.doc_stride == 128 * 64 / 384);
+  CHECK(finetune::run_finetune(o)["metrics"]["dev"].contains("f1"));
+  o.task = "squad/v2.0", o.overrides.back() = "train.run_dir=" + dir + "/sq2";
+  CHECK(finetune::run_finetune(o)["metrics"]["dev"].contains("HasAns_exact"));
+  // A length the user sets is theirs.
+  o.overrides.push_back("data.max_query_length=20");
+  CHECK(finetune::finetune_config(o).data.max_query_length == 20);
+  CHECK(finetune::finetune_config(o).data.doc_stride == 128 * 64 / 384);
+
+  finetune::EvalOptions w{gpt,   "wikitext",          kFixtures + "/wikitext/wikitext-2-raw",
+                          false, {"train.threads=1"}, false};
+  const nlohmann::json m = finetune::evaluate_benchmark(w)["metrics"]["test"];
+  CHECK(m["max_length"] == 64);
+  CHECK(m["stride"] == 512 * 64 / 1024);
+  CHECK(std::isfinite(m["perplexity"].get<double>()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("finetune: --data and --init paths reach the config byte for byte", "[finetune][slow]") {
+  // Spaces at either end, quotes, a backslash, '=' and a line break are part of a path; none may
+  // be trimmed, parsed as TOML or refused. Bytes that are not UTF-8 cannot be written into the
+  // run's config.toml: refused, naming the option.
+  const std::string dir = temp_dir("paths");
+  const std::string ckpt = pretrain(dir, "bert");
+  const std::string init = dir + "/init \"q\" ";
+  fs::copy(ckpt, init);
+  for (const std::string& data : {dir + "/data ", std::string("\"") + dir + "/data\"", dir + "/a=b\\c",
+                                  dir + "/line\nbreak", " " + dir + "/lead", dir + "/it's"}) {
+    INFO(data);
+    finetune::FinetuneOptions o;
+    o.init = init, o.task = "glue/sst2", o.data = data, o.quiet = true;
+    const RunConfig cfg = finetune::finetune_config(o);
+    CHECK(cfg.data.path == data);
+    CHECK(cfg.data.vocab == init);
+    CHECK(load_config_text(to_toml(cfg), "config.toml") == cfg);  // config.toml records it as given
+  }
+  finetune::FinetuneOptions o;
+  o.init = init, o.task = "glue/sst2", o.data = dir + "/data\xff", o.quiet = true;
+  REQUIRE_THROWS_WITH(finetune::finetune_config(o), Catch::Contains("--data") && Catch::Contains("UTF-8"));
+  fs::remove_all(dir);
+}

@@ -206,7 +206,7 @@ bp_high = ["model.attention=bp_high"]
   const std::vector<std::string> tail(o.end() - 5, o.end());
   CHECK(tail == std::vector<std::string>{"train.regularizer=entropy", "train.regularizer_coef=0.5",
                                          "model.lambda=0.1", "train.seed=1",
-                                         "train.run_dir=" + plan[4].run_dir});
+                                         "train.run_dir=\"" + plan[4].run_dir + "\""});
   CHECK(study::run_overrides(s, plan[0]).size() == s.overrides.size() + 3);  // original: no bundle
 
   // The paired test pairs each variant with `original` at the same lambda and seed.

@@ -256,6 +256,31 @@ TEST_CASE("pretrained: our BertForMaskedLM checkpoint into a classifier leaves c
   CHECK_THAT(r.summary(), Contains("0 renamed"));
 }
 
+TEST_CASE("pretrained: a checkpoint of ours without config.toml reads as a Hugging Face folder",
+          "[finetune]") {
+  // Its config.json carries saobp's own keys, the tokenizer's fingerprint among them: none is
+  // refused as unknown.
+  TmpDir tmp("ours_as_hf");
+  const RunConfig rc = load_config(
+      "", {"model.preset=custom", "model.vocab_size=40", "model.hidden=16", "model.layers=2", "model.heads=2",
+           "model.intermediate=32", "model.max_positions=24", "model.attention=bp_high", "train.seq_len=16"});
+  BertForMaskedLM src(encoder_config(rc), 4);
+  write_text(tmp / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nok\n");
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tmp / "vocab.txt");
+  const std::string ckpt = tmp / "final";
+  save_checkpoint(
+      ckpt, {&src.params(), nullptr, TrainerState{}, bert_hf_config(rc.model, 0), to_toml(rc), tok.get()});
+  fs::remove(fs::path(ckpt) / "config.toml");
+  fs::remove(fs::path(ckpt) / "checksums.json");
+  const PretrainedInfo info = read_pretrained(ckpt);
+  CHECK(info.format == "hf");
+  CHECK(info.hf_config.contains("saobp_tokenizer_fingerprint"));
+  CHECK(info.model.attention.variant == AttnVariant::bp_high);
+  CHECK(info.model.hidden == 16);
+  CHECK(info.model.max_positions == 24);
+  CHECK(info.has_tokenizer);
+}
+
 TEST_CASE("pretrained: GPT2LMHeadModel and the original gpt2 layout", "[finetune]") {
   DecoderConfig dc;
   dc.vocab = 50, dc.max_positions = 16, dc.hidden = 16, dc.layers = 2, dc.heads = 2, dc.intermediate = 64;

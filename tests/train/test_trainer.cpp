@@ -183,6 +183,19 @@ TEST_CASE("trainer: checkpoints round-trip and bad ones are rejected by name", "
   write_file_atomic((fs::path(final_dir) / "trainer_state.json").string(), "{\"step\": ");
   AdamW opt(model.params().all(), AdamWConfig{});
   CHECK_THROWS_WITH(load_training_state(final_dir, opt, 3, 2), Catch::Contains("trainer_state.json"));
+  // A number of the wrong kind is refused by name, never converted (1e300 into an int is
+  // undefined behaviour; 2.5 was cut to 2).
+  fs::remove(fs::path(final_dir) / "checksums.json");  // else the checksum names the change first
+  const std::string state =
+      R"({"step": 3, "data_position": 3, "config_hash": "0", "seed": 42, "optimizer_steps": 3)";
+  for (const auto& [extra, message] :
+       {std::pair<const char*, const char*>{R"(, "ranks": 1e300})", "ranks is 1e+300; expected an integer"},
+        {R"(, "grad_accum": 2.5})", "grad_accum is 2.5; expected an integer"},
+        {R"(, "seed": -1})", "'seed' is -1, not an integer >= 0"}}) {
+    write_file_atomic((fs::path(final_dir) / "trainer_state.json").string(), state + extra);
+    CHECK_THROWS_WITH(load_training_state(final_dir, opt, 3, 2),
+                      Catch::Contains("trainer_state.json") && Catch::Contains(message));
+  }
   fs::remove_all(dir);
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "train/analysis.h"
+#include "train/config.h"
 
 namespace saobp::cli {
 
@@ -34,9 +35,9 @@ std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& 
          "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
          o.data);
   ov.push_back("data.kind=" + o.data.substr(0, colon));
-  ov.push_back("data.path=" + o.data.substr(colon + 1));
+  ov.push_back(exact_string_override("data.path", o.data.substr(colon + 1), "--data"));
   // Anything the data would write (a vocabulary, for a checkpoint without a tokenizer) goes here.
-  ov.push_back("train.run_dir=" + (fs::path(out) / "data").string());
+  ov.push_back(exact_string_override("train.run_dir", (fs::path(out) / "data").string(), "--out"));
   return ov;
 }
 
@@ -85,14 +86,17 @@ int run_analyze(const AnalyzeCli& o) {
     const RopeReport& rp = *r.rope;
     const auto slow = std::count_if(rp.wavelength.begin(), rp.wavelength.end(),
                                     [&](double w) { return w > static_cast<double>(rp.seq_len); });
-    fmt::print("RoPE base {}: {} pairs, wavelengths {:.3g} to {:.3g}; share of |q||k| in the {} pairs slower than "
-               "T = {} per layer:",
-               rp.base, rp.theta.size(), rp.wavelength.front(), rp.wavelength.back(), slow, rp.seq_len);
+    fmt::print(
+        "RoPE base {}: {} pairs, wavelengths {:.3g} to {:.3g}; share of |q||k| in the {} pairs slower than "
+        "T = {} per layer:",
+        rp.base, rp.theta.size(), rp.wavelength.front(), rp.wavelength.back(), slow, rp.seq_len);
     for (double s : rp.slow_share()) fmt::print(" {:.3f}", s);
-    fmt::print(" (equal norms: {:.3f})", static_cast<double>(slow) / static_cast<double>(rp.wavelength.size()));
+    fmt::print(" (equal norms: {:.3f})",
+               static_cast<double>(slow) / static_cast<double>(rp.wavelength.size()));
     const auto at = [&](int64_t m) {
       for (size_t i = 0; i < rp.distances.size(); ++i)
-        if (rp.distances[i] >= m) return fmt::format("{:.3f} at {}", rp.bound[i] / rp.bound.front(), rp.distances[i]);
+        if (rp.distances[i] >= m)
+          return fmt::format("{:.3f} at {}", rp.bound[i] / rp.bound.front(), rp.distances[i]);
       return std::string("-");
     };
     fmt::print("\ndecay bound relative to distance 0: {}, {}, {}\n", at(16), at(128),

@@ -61,20 +61,24 @@ void register_glue_score(CLI::App& app) {
       } catch (const nlohmann::json::exception& e) {
         fail("glue-score", "{}: {}", f, e.what());
       }
-      const std::string task = r.value("task", "");
+      const JsonFields results(r, f, "glue-score");
+      const std::string task = results.string("task", "");
       if (task.rfind("glue/", 0) != 0 || !r.contains("metrics"))
         fail("glue-score", "{}: not the results of a glue/* task (task '{}')", f, task);
       const std::string name = task.substr(5);
       if (per_task.count(name)) fail("glue-score", "{}: a second result for {}", f, task);
-      const nlohmann::json& m = r["metrics"];
-      if (name == "mnli") {
-        if (!m.contains("dev_matched") || !m.contains("dev_mismatched"))
-          fail("glue-score", "{}: glue/mnli results need dev_matched and dev_mismatched", f);
-        per_task[name] = {{"matched", m["dev_matched"]}, {"mismatched", m["dev_mismatched"]}};
-      } else {
-        if (!m.contains("dev")) fail("glue-score", "{}: no dev metrics", f);
-        per_task[name] = m["dev"];
-      }
+      // Each split's metrics: an object of name: number (metrics::glue_average reads them).
+      const JsonFields m(r["metrics"], f + ": metrics", "glue-score");
+      const auto split = [&](const char* key) {
+        const nlohmann::json* s = m.find(key);
+        if (!s) fail("glue-score", "{}: no {} metrics", f, key);
+        if (!s->is_object()) m.type_error(key, "an object of metric: number", *s);
+        return *s;
+      };
+      if (name == "mnli")
+        per_task[name] = {{"matched", split("dev_matched")}, {"mismatched", split("dev_mismatched")}};
+      else
+        per_task[name] = split("dev");
     }
     const nlohmann::json avg = metrics::glue_average(per_task);
     fmt::print("{}\n", avg.dump(2));

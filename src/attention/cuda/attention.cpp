@@ -87,7 +87,8 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
       for (size_t t = 1; t < belief.size(); ++t) {
         check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
-                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak, L.data<T>()),
+                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak,
+                                       L.data<T>()),
               op);
         check(launch_softmax_forward<T>(L.data<T>(), mask, belief[t].data<T>(), rows, d.T, false), op);
       }
