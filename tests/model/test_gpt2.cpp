@@ -145,6 +145,26 @@ TEST_CASE("gpt2: no future leak (token t does not change logits before t)", "[mo
     }
 }
 
+TEST_CASE("gpt2: the leaking ablation (model.leaky_bp) does leak: token t changes logits before t",
+          "[model]") {
+  const int64_t T = 10, t0 = 6;
+  for (AttnVariant v : {AttnVariant::bp_high, AttnVariant::bp_low}) {
+    INFO(variant_name(v));
+    DecoderConfig c = tiny_gpt(v, PositionKind::rope);
+    c.init_std = 0.3;  // peaked attention, so the messages carry something
+    c.attention.lambda = 1.0;
+    c.attention.leaky_bp = true;
+    GPT2LMHeadModel m(c, 42);
+    NoGradGuard ng;
+    std::vector<int32_t> ids = tokens(T, 32, 3);
+    const Tensor a = m.forward(Tensor::from_vector(ids, {1, T}), Tensor(), false, 0).data();
+    ids[t0] = (ids[t0] + 7) % 32;
+    const Tensor b = m.forward(Tensor::from_vector(ids, {1, T}), Tensor(), false, 0).data();
+    CHECK(max_abs_diff(values(a.slice(1, 0, t0).contiguous()), values(b.slice(1, 0, t0).contiguous())) >
+          1e-4);
+  }
+}
+
 TEST_CASE("gpt2: right padding leaves the real positions' logits unchanged", "[model]") {
   const int64_t T = 7, P = 10;
   for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high})
