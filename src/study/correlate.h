@@ -8,7 +8,7 @@
 //     "NAME" is the run's own final metric ("entropy_L1", "loss"); "TASK:NAME" is the metric of
 //     the fine-tuning run of TASK started from that run ("glue/sst2:dev.accuracy").
 //   a run folder (metrics.jsonl): one point per evaluation line (per checkpoint), metrics named
-//     as in the study table ("entropy_L1", "gtd_L0", "accuracy", "dev.accuracy").
+//     as in the study table ("entropy_L1", "gtd_L0", "cross_gtd_L1", "accuracy", "dev.accuracy").
 // Points where either value is missing or not finite are left out (and counted).
 #pragma once
 #include <nlohmann/json.hpp>

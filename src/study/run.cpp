@@ -158,7 +158,7 @@ std::vector<std::pair<std::string, double>> eval_line_metrics(const nlohmann::js
   m.push_back({"loss", num(line.value("eval_loss", nlohmann::json()))});
   m.push_back({"accuracy", num(line.value("eval_accuracy", nlohmann::json()))});
   m.push_back({"perplexity", num(line.value("eval_perplexity", nlohmann::json()))});
-  for (const char* key : {"entropy", "gtd"}) {
+  for (const char* key : {"entropy", "gtd", "cross_gtd"}) {
     const nlohmann::json per_layer = line.value("eval_" + std::string(key), nlohmann::json());
     if (!per_layer.is_array()) continue;
     for (size_t l = 0; l < per_layer.size(); ++l)

@@ -98,7 +98,7 @@ std::vector<nlohmann::json> read_eval_lines(const std::string& run_dir);
 // last step (loss, accuracy, perplexity, entropy and GTD per layer, a task's metrics).
 std::vector<std::pair<std::string, double>> pretrain_metrics(const std::string& run_dir, int64_t last_step);
 // The metrics of one evaluation line of metrics.jsonl ("loss", "accuracy", "perplexity",
-// "entropy_L<l>", "gtd_L<l>", a task's "<split>.<name>").
+// "entropy_L<l>", "gtd_L<l>", "cross_gtd_L<l>", a task's "<split>.<name>").
 std::vector<std::pair<std::string, double>> eval_line_metrics(const nlohmann::json& line);
 // The metrics of a fine-tuning results.json ({"metrics": {split: {name: value}}} -> "split.name").
 std::vector<std::pair<std::string, double>> finetune_metrics(const nlohmann::json& results);

@@ -40,10 +40,12 @@ double skip_rate(const Tensor& keep) {
   return k.empty() ? 0.0 : 1.0 - used / static_cast<double>(k.size());
 }
 
-// Per-layer diagnostics of the fixed held-out probe batch (issue: trends over training): mean
-// entropy (eq. 2), GTD (eq. 13) and indirect entropy (eq. 14) of B, and entropy and GTD of A.
+// Per-layer diagnostics of the fixed held-out probe batch (trends over training): mean entropy
+// (eq. 2), GTD (eq. 13), indirect entropy (eq. 14) and cross-layer GTD (the GTD of the product of
+// the layers' head-mean maps up to layer l, appendix B: the paper's Table 6 correlates it beside
+// the single-layer GTD) of B, and entropy and GTD of A.
 struct ProbeDiagnostics {
-  std::vector<double> entropy, gtd, indirect_entropy, entropy_softmax, gtd_softmax;
+  std::vector<double> entropy, gtd, indirect_entropy, cross_gtd, entropy_softmax, gtd_softmax;
 };
 ProbeDiagnostics probe_diagnostics(Task& task, const RunConfig& cfg) {
   std::vector<AttentionMaps> maps;
@@ -60,6 +62,7 @@ ProbeDiagnostics probe_diagnostics(Task& task, const RunConfig& cfg) {
     d.entropy.push_back(l.entropy), d.gtd.push_back(l.gtd), d.indirect_entropy.push_back(l.indirect_entropy);
   for (const HeadDiagnostics& l : r.attn.layers)
     d.entropy_softmax.push_back(l.entropy), d.gtd_softmax.push_back(l.gtd);
+  d.cross_gtd = r.probs.cross_gtd;
   return d;
 }
 
@@ -356,6 +359,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
                              {"eval_entropy", d.entropy},
                              {"eval_gtd", d.gtd},
                              {"eval_indirect_entropy", d.indirect_entropy},
+                             {"eval_cross_gtd", d.cross_gtd},
                              {"eval_entropy_softmax", d.entropy_softmax},
                              {"eval_gtd_softmax", d.gtd_softmax}};
       if (epoch > 0) line["epoch"] = epoch;

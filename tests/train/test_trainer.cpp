@@ -16,6 +16,7 @@
 #include "core/hash.h"
 #include "model/bert.h"
 #include "model/safetensors.h"
+#include "study/study.h"
 #include "support.h"
 #include "train/analysis.h"
 #include "train/checkpoint.h"
@@ -566,4 +567,32 @@ TEST_CASE("trainer: a second pretraining phase at a longer seq_len starts from t
     fs::remove_all(d1);
     fs::remove_all(d2);
   }
+}
+
+TEST_CASE("trainer: every evaluation logs single-layer and cross-layer GTD per layer", "[train]") {
+  // The paper's Table 6 correlates both over checkpoints: eval_cross_gtd beside eval_gtd, read back
+  // by the study tables and correlate as cross_gtd_L<l>.
+  const std::string dir = temp_dir("cross-gtd");
+  const RunConfig cfg = short_run(dir, {"train.eval_every=3", "model.attention=bp_high"});
+  TrainOptions quiet;
+  quiet.quiet = true;
+  train(cfg, quiet);
+  std::ifstream metrics(fs::path(dir) / "metrics.jsonl");
+  std::string line;
+  int evals = 0;
+  while (std::getline(metrics, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("eval_loss")) continue;
+    ++evals;
+    REQUIRE(j["eval_cross_gtd"].size() == static_cast<size_t>(cfg.model.layers));
+    REQUIRE(j["eval_gtd"].size() == static_cast<size_t>(cfg.model.layers));
+    for (const auto& g : j["eval_cross_gtd"]) CHECK((g.get<double>() > 0 && g.get<double>() < 1));
+    const auto m = study::eval_line_metrics(j);
+    const auto found =
+        std::find_if(m.begin(), m.end(), [](const auto& kv) { return kv.first == "cross_gtd_L1"; });
+    REQUIRE(found != m.end());
+    CHECK(found->second == j["eval_cross_gtd"][1].get<double>());
+  }
+  CHECK(evals == 1);
+  fs::remove_all(dir);
 }
