@@ -149,6 +149,24 @@ RunConfig finetune_config(const FinetuneOptions& o) {
   return cfg;
 }
 
+std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir) {
+  std::vector<std::string> written;
+  for (const char* key : {"predictions", "null_odds"}) {
+    if (!r.contains(key)) continue;
+    const nlohmann::json splits = r[key];
+    r.erase(key);
+    for (const auto& [split, table] : splits.items()) {
+      const std::string name =
+          splits.size() == 1 ? fmt::format("{}.json", key) : fmt::format("{}_{}.json", key, split);
+      const std::string path = (fs::path(dir) / name).string();
+      write_file_atomic(path, table.dump(2) + "\n");
+      written.push_back(path);
+    }
+  }
+  if (!written.empty()) r["prediction_files"] = written;
+  return written;
+}
+
 nlohmann::json run_finetune(const FinetuneOptions& o) {
   const RunConfig cfg = finetune_config(o);
   if (!o.quiet) fmt::print("# resolved config ({} from {})\n{}\n", o.task, o.init, to_toml(cfg));
@@ -176,8 +194,10 @@ nlohmann::json run_finetune(const FinetuneOptions& o) {
                         {"initialized", s.init_report["initialized"]},
                         {"unused", s.init_report["unused"]}};
   // Under mpirun the results (and every evaluation) are rank 0's.
-  if (dist::root())
+  if (dist::root()) {
+    write_predictions(r, cfg.train.run_dir);
     write_file_atomic((fs::path(cfg.train.run_dir) / "results.json").string(), r.dump(2) + "\n");
+  }
   return r;
 }
 

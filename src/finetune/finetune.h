@@ -45,6 +45,13 @@ RunConfig finetune_config(const FinetuneOptions& o);
 
 // Trains (train/trainer.h) and writes RUN_DIR/results.json: {"task", "metrics": {split:
 // {...}}, "epochs": [...], "examples", "truncated", "skipped_rows", "init", ...}. Returns it.
+// Moves a benchmark's per-example answers out of its results `r` into files of `dir`, as the
+// official scripts read them: SQuAD's predictions.json (question id -> answer text, "" = no answer)
+// for evaluate-v1.1.py / evaluate-v2.0.py and, v2.0, null_odds.json (id -> the null answer's score
+// minus the best span's, their --na-prob-file); predictions_<split>.json when several splits
+// were evaluated. r["prediction_files"] lists the paths written; returns them.
+std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir);
+
 nlohmann::json run_finetune(const FinetuneOptions& o);
 
 struct EvalOptions {

@@ -199,6 +199,8 @@ class FinetuneTask : public Task {
                              {"examples_per_s", static_cast<double>(e.data.size()) / std::max(secs, 1e-9)}};
     }
     out["speed"] = speed;
+    if (!predictions_.empty()) out["predictions"] = predictions_;
+    if (!null_odds_.empty()) out["null_odds"] = null_odds_;
     if (print) {
       fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family,
                  variant_name(cfg_.model.attention.variant));
@@ -239,6 +241,9 @@ class FinetuneTask : public Task {
   std::unique_ptr<MultipleChoiceHead> choice_;
   std::unique_ptr<SpanHead> span_;
   std::map<std::string, double> seconds_;  // the last evaluation's time per split
+  // SQuAD: the last evaluation's answers per split (id -> text) and, v2.0, their null odds; the
+  // commands write them as the official scripts read them (finetune::write_predictions).
+  mutable nlohmann::json predictions_ = nlohmann::json::object(), null_odds_ = nlohmann::json::object();
   mutable int64_t perm_epoch_ = -1;
   mutable std::vector<uint32_t> perm_;
 
@@ -535,7 +540,10 @@ class FinetuneTask : public Task {
     squad::PredictOptions o;
     o.n_best = cfg_.data.n_best, o.max_answer_length = cfg_.data.max_answer_length;
     o.version_2 = spec_.name == "squad/v2.0";
-    const auto preds = squad::predict(e.data.squad.examples, e.squad, starts, ends, *tok_, o);
+    std::map<std::string, double> odds;
+    const auto preds = squad::predict(e.data.squad.examples, e.squad, starts, ends, *tok_, o, &odds);
+    predictions_[e.data.split] = preds;
+    if (o.version_2) null_odds_[e.data.split] = odds;
     std::vector<metrics::SquadGold> gold;
     for (const bench::SquadExample& x : e.data.squad.examples) {
       metrics::SquadGold g{x.id, {}};

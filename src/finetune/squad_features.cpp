@@ -281,7 +281,8 @@ std::map<std::string, std::string> predict(const std::vector<bench::SquadExample
                                            const Features& feats,
                                            const std::vector<std::vector<float>>& start_logits,
                                            const std::vector<std::vector<float>>& end_logits,
-                                           const Tokenizer& tok, const PredictOptions& opt) {
+                                           const Tokenizer& tok, const PredictOptions& opt,
+                                           std::map<std::string, double>* null_odds) {
   const size_t F = feats.features.size();
   SAOBP_CHECK(start_logits.size() == F && end_logits.size() == F, "squad",
               "{} features but {} start and {} end logit rows", F, start_logits.size(), end_logits.size());
@@ -330,6 +331,8 @@ std::map<std::string, std::string> predict(const std::vector<bench::SquadExample
     std::stable_sort(prelim.begin(), prelim.end(),
                      [](const Prelim& a, const Prelim& b) { return a.score > b.score; });
     std::string text;
+    if (null_odds && opt.version_2)
+      (*null_odds)[ex.id] = prelim.empty() ? score_null : score_null - prelim.front().score;
     if (prelim.empty()) {
       // run_squad.py's nonce "empty" (v1.1); v2.0 answers "" where it would fail.
       text = opt.version_2 ? "" : "empty";

@@ -78,11 +78,15 @@ struct PredictOptions {
 std::string final_text(std::string_view pred, std::string_view orig);
 
 // start_logits[f], end_logits[f]: the logits of feature f over its ids (same length).
-// Returns example id -> predicted answer text ("" = no answer, v2.0 only).
+// Returns example id -> predicted answer text ("" = no answer, v2.0 only). null_odds, when given
+// (v2.0), receives example id -> the least null score of its features minus its best span's score
+// (run_squad.py's null_odds.json, which evaluate-v2.0.py --na-prob-file reads); with no span
+// candidate, the null score alone.
 std::map<std::string, std::string> predict(const std::vector<bench::SquadExample>& examples,
                                            const Features& feats,
                                            const std::vector<std::vector<float>>& start_logits,
                                            const std::vector<std::vector<float>>& end_logits,
-                                           const Tokenizer& tok, const PredictOptions& opt);
+                                           const Tokenizer& tok, const PredictOptions& opt,
+                                           std::map<std::string, double>* null_odds = nullptr);
 
 }  // namespace saobp::squad

@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "autograd/var.h"
 #include "core/fs.h"
@@ -164,6 +166,26 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     CHECK(b["metrics"]["dev"].contains("NoAns_exact"));
     CHECK(nlohmann::json::parse(read_file(dir + "/sq2/final/config.json"))["architectures"][0] ==
           "BertForQuestionAnswering");
+    // The answers as the official scripts read them, scored by an independent re-implementation of
+    // evaluate-v1.1.py / evaluate-v2.0.py: the same figures as results.json's.
+    for (const auto& [v, run, r] : {std::tuple{"1.1", "/sq1", a}, std::tuple{"2.0", "/sq2", b}}) {
+      INFO("squad v" << v);
+      const nlohmann::json preds = nlohmann::json::parse(read_file(dir + run + "/predictions.json"));
+      CHECK(preds.is_object());
+      CHECK(preds.size() == r["examples"]["dev"].get<size_t>());
+      CHECK(r["prediction_files"].size() == (std::string(v) == "2.0" ? 2u : 1u));
+      const std::string scored = dir + run + "/official.json";
+      const std::string cmd = fmt::format(
+          "python3 {}/tests/finetune/squad_official_eval.py {} {}/dev-v{}.json {}{}/predictions.json > {}",
+          SAOBP_SOURCE_DIR, v, data, v, dir, run, scored);
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      const nlohmann::json official = nlohmann::json::parse(read_file(scored));
+      for (const auto& [k, x] : official.items())
+        CHECK(x.get<double>() == Approx(r["metrics"]["dev"][k].get<double>()));
+    }
+    const nlohmann::json odds = nlohmann::json::parse(read_file(dir + "/sq2/null_odds.json"));
+    CHECK(odds.size() == b["examples"]["dev"].get<size_t>());
+    CHECK(odds.begin()->is_number());
   }
   SECTION("BoolQ, IMDb, the sentence TSV; malformed rows skipped and counted") {
     CHECK(

@@ -90,7 +90,7 @@ int run_benchmark_eval(const std::string& checkpoint, const std::string& task, c
                        bool zero_shot, const std::vector<std::string>& overrides, std::string out) {
   if (data.empty()) throw CLI::ValidationError("--task needs --data: the benchmark's files");
   finetune::EvalOptions e{checkpoint, task, data, zero_shot, overrides, true};
-  const nlohmann::json r = finetune::evaluate_benchmark(e);
+  nlohmann::json r = finetune::evaluate_benchmark(e);
   if (out.empty()) {
     std::string slug = task;
     for (char& c : slug)
@@ -100,6 +100,7 @@ int run_benchmark_eval(const std::string& checkpoint, const std::string& task, c
   }
   const std::filesystem::path p(out);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  finetune::write_predictions(r, std::filesystem::path(out).parent_path().string());
   write_file_atomic(out, r.dump(2) + "\n");
   fmt::print("results: {}\n", out);
   return 0;
