@@ -111,12 +111,25 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
     if (id < 0 || id >= V) fail("generate", "token id {} is outside the model's vocabulary [0, {})", id, V);
   Generation g;
   g.prompt = prompt;
-  DecodeCache cache = body.decode_cache(1, std::min(limit, P + std::max<int64_t>(o.max_new_tokens, 1)));
-  std::vector<Tensor> rows;  // keep_logits: (n, V) per call
+  DecodeCache cache;
+  if (!o.recompute) cache = body.decode_cache(1, std::min(limit, P + std::max<int64_t>(o.max_new_tokens, 1)));
+  std::vector<Tensor> rows;   // keep_logits: (n, V) per call
+  std::vector<int32_t> seen;  // recompute: the whole sequence so far
   // The logits of the last of n new positions on the host (all n kept when asked).
   auto feed = [&](const std::vector<int32_t>& ids) {
-    const int64_t n = static_cast<int64_t>(ids.size());
-    const Var h = body.extend(Tensor::from_vector(ids, {1, n}), cache);  // (1,n,C)
+    int64_t n = static_cast<int64_t>(ids.size());
+    Var h;
+    if (o.recompute) {
+      seen.insert(seen.end(), ids.begin(), ids.end());
+      const int64_t L = static_cast<int64_t>(seen.size());
+      h = body.hidden(Tensor::from_vector(seen, {1, L}), Tensor(), Tensor(), false, 0);
+      if (!o.keep_logits)
+        h = slice(h, 1, L - n, L);
+      else
+        n = L, rows.clear();
+    } else {
+      h = body.extend(Tensor::from_vector(ids, {1, n}), cache);  // (1,n,C)
+    }
     const Tensor logits = head.logits(o.keep_logits ? h : slice(h, 1, n - 1, n)).data();
     const Tensor host = logits.to(Device::cpu()).to(DType::f64);
     if (o.keep_logits) rows.push_back(host.view({n, V}));
@@ -138,7 +151,7 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
     }
     g.tokens.push_back(tok);
     if (i + 1 == o.max_new_tokens) break;
-    if (cache.length() == limit) {
+    if (static_cast<int64_t>(g.prompt.size() + g.tokens.size()) - 1 == limit) {
       g.stop = "max_positions";
       break;
     }

@@ -41,6 +41,9 @@ struct GenerateOptions {
   int32_t eos = -1;          // generation stops when it draws this id (not kept); -1: never
   uint64_t stream = 0;       // the Philox stream of the draws (the prompt's number)
   bool keep_logits = false;  // keep the logits of every position that went through the model
+  // The baseline without a cache: every token runs the full forward over the whole sequence so far
+  // (O(T²) per head for a token instead of O(T)); the same tokens, for timing the cache against.
+  bool recompute = false;
 };
 
 struct Generation {

@@ -150,6 +150,12 @@ TEST_CASE("generate: greedy tokens are the argmax of the full forward, teacher-f
       const auto b = full.begin() + static_cast<std::ptrdiff_t>(row * 48);
       CHECK(g.tokens[i] == static_cast<int32_t>(std::max_element(b, b + 48) - b));
     }
+    // Without the cache (a full forward per token): the same tokens, the same logits.
+    GenerateOptions no_cache = o;
+    no_cache.recompute = true;
+    const Generation r = generate(m.body(), m.head(), prompt, no_cache);
+    CHECK(r.tokens == g.tokens);
+    CHECK(max_abs_diff(values(r.logits), values(g.logits)) < 1e-5);
     // Stopping: at the end-of-text id (not kept), at the model's positions.
     o.eos = g.tokens[0];
     const Generation e = generate(m.body(), m.head(), prompt, o);
@@ -160,6 +166,10 @@ TEST_CASE("generate: greedy tokens are the argmax of the full forward, teacher-f
     const Generation p = generate(m.body(), m.head(), prompt, o);
     CHECK(p.stop == "max_positions");
     CHECK(p.prompt.size() + p.tokens.size() == 41);  // 40 positions fed, the last token drawn from the 40th
+    o.recompute = true;
+    const Generation pr = generate(m.body(), m.head(), prompt, o);
+    CHECK(pr.stop == "max_positions");
+    CHECK(pr.tokens == p.tokens);
   }
 }
 

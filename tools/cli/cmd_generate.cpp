@@ -23,6 +23,7 @@ namespace {
 struct GenerateCli {
   std::string checkpoint, prompt, prompts, ids, out, logits, device;
   int64_t max_new_tokens = 64;
+  bool no_cache = false;
   SamplingOptions sampling;
   std::vector<std::string> overrides;
   CLI::Option *prompt_opt = nullptr, *prompts_opt = nullptr, *ids_opt = nullptr;
@@ -90,6 +91,7 @@ int run_generate(const GenerateCli& o) {
   g.sampling = o.sampling;
   g.eos = tok ? tok->special().eos : -1;
   g.keep_logits = !o.logits.empty();
+  g.recompute = o.no_cache;
   std::vector<NamedTensor> dump;  // --logits
   auto text_of = [&](const std::vector<int32_t>& ids) {
     if (tok) return tok->decode(ids);
@@ -171,6 +173,8 @@ void register_generate(CLI::App& app) {
       ->excludes(greedy);
   sub->add_option("--seed", g.sampling.seed, "seed of the draws (default 42)");
   add_device_option(sub, g.device);
+  sub->add_flag("--no-cache", g.no_cache,
+                "the baseline: a full forward over the whole sequence for every token (same tokens, slower)");
   sub->add_option("--out", g.out, "also write the generations as JSON lines to this file");
   sub->add_option(
       "--logits", g.logits,
