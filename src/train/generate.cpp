@@ -115,6 +115,14 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
   if (!o.recompute) cache = body.decode_cache(1, std::min(limit, P + std::max<int64_t>(o.max_new_tokens, 1)));
   std::vector<Tensor> rows;   // keep_logits: (n, V) per call
   std::vector<int32_t> seen;  // recompute: the whole sequence so far
+  // GPT-2's LM head is tied to the token embedding (V,C): logits = h wteᵀ. For one row, the CPU's
+  // product reads wte across its rows at every token (strided loads, 3/4 of a token's time at
+  // GPT-2 Mini's 50257 tokens); a (C,V) copy made once per call is read along its rows instead.
+  // Each logit is the same chain of fused multiply-adds either way (tensor/cpu/sgemm.cpp), so the
+  // bits do not change.
+  Tensor wte_t;
+  if (dynamic_cast<CausalLmHead*>(&head)) wte_t = body.token_embedding().data().transpose(0, 1).contiguous();
+  auto logits_of = [&](const Var& h) { return wte_t.defined() ? matmul(h, Var(wte_t)) : head.logits(h); };
   // The logits of the last of n new positions on the host (all n kept when asked).
   auto feed = [&](const std::vector<int32_t>& ids) {
     int64_t n = static_cast<int64_t>(ids.size());
@@ -130,7 +138,7 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
     } else {
       h = body.extend(Tensor::from_vector(ids, {1, n}), cache);  // (1,n,C)
     }
-    const Tensor logits = head.logits(o.keep_logits ? h : slice(h, 1, n - 1, n)).data();
+    const Tensor logits = logits_of(o.keep_logits ? h : slice(h, 1, n - 1, n)).data();
     const Tensor host = logits.to(Device::cpu()).to(DType::f64);
     if (o.keep_logits) rows.push_back(host.view({n, V}));
     const std::vector<double> all = host.to_vector<double>();

@@ -198,6 +198,32 @@ TEST_CASE("f32 gemm: the bits depend on neither threads, team split, batching no
     }
     CHECK(bitwise_equal(one, ref));
   }
+  // One row (M = 1, generation's products) takes a path without packing: each row of a product
+  // alone gives the bits of that row inside the product, for both layouts of b, with a bias (c0)
+  // and over several depth blocks.
+  for (bool tb : {false, true})
+    for (const auto& [K, N] : {std::pair<int64_t, int64_t>{600, 530}, {70, 1037}, {257, 9}}) {
+      INFO("one row: K " << K << " N " << N << " tb " << tb);
+      const Tensor a = randn({5, K}, 24, DType::f32);
+      const Tensor b = randn(tb ? Shape{N, K} : Shape{K, N}, 25, DType::f32),
+                   bias = randn({N}, 26, DType::f32);
+      Tensor all = Tensor::empty({5, N});
+      kern::gemm_bias(a, false, b, tb, bias, all);
+      for (int threads : {1, 2})
+        for (int64_t r : {0, 3, 4}) {
+          Tensor row = Tensor::empty({1, N});
+          with_threads(threads,
+                       [&] { kern::gemm_bias(a.slice(0, r, r + 1).contiguous(), false, b, tb, bias, row); });
+          CHECK(bitwise_equal(row, all.slice(0, r, r + 1).contiguous()));
+          Tensor scaled = randn({1, N}, 27, DType::f32), scaled_all = all.clone();
+          scaled_all.slice(0, r, r + 1).copy_from(scaled);
+          with_threads(threads, [&] {
+            kern::gemm(a.slice(0, r, r + 1).contiguous(), false, b, tb, scaled, 0.5, -0.25);
+          });
+          kern::gemm(a, false, b, tb, scaled_all, 0.5, -0.25);  // rows other than r: not compared
+          CHECK(bitwise_equal(scaled, scaled_all.slice(0, r, r + 1).contiguous()));
+        }
+    }
 }
 
 TEST_CASE("gemm_bias: the bits of filling c with the bias, then gemm with beta = 1", "[kernels]") {

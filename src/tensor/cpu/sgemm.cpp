@@ -502,6 +502,58 @@ struct Product {
   }
 };
 
+// ------------------------------------------------------------------------ one row
+// c = alpha · a · b + beta · c for M = 1 (a decoder generating one token): no packing, which for a
+// single row costs more than the product (packing the LM head's 50257×256 weights for each token
+// was 37% of generation's time). Element j is the same chain as the kernels compute: per depth
+// block, acc = 0, acc = fma(a(k), b(k, j), acc) through the block in order, then update_tile's
+// update with beta for the first block (c0 in place of c when given) and 1 after; so the bits are
+// those of the packed path. Columns in chunks of JB, shared out when `team`.
+constexpr int64_t JB = 256;
+void gemv_chunk(int64_t j0, int64_t n, int64_t K, float alpha, SView a, SView b, float beta, float* c,
+                const float* c0) {
+  float acc[JB];
+  for (int64_t p0 = 0; p0 < K; p0 += KC) {
+    const int64_t kc = std::min(KC, K - p0);
+    if (b.cs == 1) {  // b's rows contiguous: one k at a time across the columns
+      std::fill(acc, acc + n, 0.0f);
+      for (int64_t k = p0; k < p0 + kc; ++k) {
+        const float ak = a.p[k * a.cs];
+        const float* __restrict bk = b.p + k * b.rs + j0;
+        for (int64_t j = 0; j < n; ++j) acc[j] = std::fma(ak, bk[j], acc[j]);
+      }
+    } else {  // b's columns contiguous in k (b transposed): eight columns' chains side by side
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) {
+        float s[8] = {};
+        const float* bj = b.p + (j0 + j) * b.cs + p0 * b.rs;
+        for (int64_t k = 0; k < kc; ++k) {
+          const float ak = a.p[(p0 + k) * a.cs];
+          for (int64_t r = 0; r < 8; ++r) s[r] = std::fma(ak, bj[r * b.cs + k * b.rs], s[r]);
+        }
+        std::copy(s, s + 8, acc + j);
+      }
+      for (; j < n; ++j) {
+        const float* bj = b.p + (j0 + j) * b.cs + p0 * b.rs;
+        float s = 0.0f;
+        for (int64_t k = 0; k < kc; ++k) s = std::fma(a.p[(p0 + k) * a.cs], bj[k * b.rs], s);
+        acc[j] = s;
+      }
+    }
+    const bool from_c0 = p0 == 0 && c0 != nullptr;
+    update_tile(acc, JB, 1, n, c + j0, 0, from_c0 ? c0 + j0 : c + j0, 0, alpha, p0 == 0 ? beta : 1.0f);
+  }
+}
+
+void gemv(int64_t N, int64_t K, float alpha, SView a, SView b, float beta, float* c, const float* c0,
+          bool team) {
+  const int64_t chunks = (N + JB - 1) / JB;
+  const bool split = team && !omp_in_parallel() && omp_get_max_threads() > 1 && N * K >= (int64_t{1} << 19);
+#pragma omp parallel for schedule(static) if (split)
+  for (int64_t q = 0; q < chunks; ++q)
+    gemv_chunk(q * JB, std::min(JB, N - q * JB), K, alpha, a, b, beta, c, c0);
+}
+
 }  // namespace
 
 void sgemm_use_kernel(SgemmKernel k) { g_kernel.store(k == SgemmKernel::portable ? &kPortable : &kNative); }
@@ -532,6 +584,10 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, SView a, SView b, float
         }
     }
     store_sums();
+    return;
+  }
+  if (M == 1 && !rowsums) {
+    gemv(N, K, alpha, a, b, beta, c, c0, team);
     return;
   }
   const Kernel* kn = g_kernel.load();
