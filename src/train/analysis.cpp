@@ -1,5 +1,7 @@
 #include "train/analysis.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,6 +24,7 @@ std::unique_ptr<Task> load_checkpoint_task(const std::string& given_dir,
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(op, "{}: not a checkpoint directory", dir);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
+  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);  // as training ran (or overridden)
   const bool vocab_given = std::any_of(overrides.begin(), overrides.end(),
                                        [](const std::string& o) { return o.starts_with("data.vocab="); });
   use_checkpoint_tokenizer(dir, vocab_given, cfg, op);

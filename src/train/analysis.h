@@ -19,7 +19,8 @@ class Task;
 // The task of a checkpoint with its weights loaded (eval mode is the caller's: no training step
 // runs), with the checkpoint's own tokenizer when it carries one (unless an override names
 // data.vocab): the folder is all a single input needs. The corpus is read only when a batch is
-// asked for (data_setup.h). `cfg` receives the checkpoint's config with the overrides applied.
+// asked for (data_setup.h). `cfg` receives the checkpoint's config with the overrides applied;
+// its train.threads (when > 0) sets the OpenMP threads.
 // For analyze, inspect and generate; `op` names the command in errors.
 std::unique_ptr<Task> load_checkpoint_task(const std::string& dir, const std::vector<std::string>& overrides,
                                            RunConfig& cfg, const char* op = "analyze");

@@ -3,8 +3,6 @@
 // top-p, seed), up to --max-new-tokens, stopping at the tokenizer's end of text; prints each
 // continuation and its speed, with --out writes them as JSON lines, and with --logits the logits
 // of every position that went through the model (to compare with `saobp inspect`).
-#include <omp.h>
-
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -53,7 +51,6 @@ int run_generate(const GenerateCli& o) {
   RunConfig cfg;
   const std::unique_ptr<Task> task =
       load_checkpoint_task(o.checkpoint, with_device(o.overrides, o.device), cfg, "generate");
-  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   if (cfg.model.family != "gpt2")
     fail("generate",
          "{} is a {} model: generation needs a causal decoder (model.family = \"gpt2\"); an encoder's every "
