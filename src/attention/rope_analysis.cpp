@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <complex>
+#include <numbers>
 
 #include "core/error.h"
 
@@ -95,6 +96,20 @@ std::vector<std::vector<std::vector<double>>> RopePairNorms::mean(const std::vec
     }
   }
   return out;
+}
+
+RopeReport RopePairNorms::report(double base, int64_t seq_len, int64_t max_distance) const {
+  RopeReport r;
+  r.base = base;
+  r.head_size = 2 * P_;
+  r.seq_len = seq_len;
+  r.theta = rope_thetas(r.head_size, base);
+  for (double t : r.theta) r.wavelength.push_back(2 * std::numbers::pi / t);
+  r.q_norm = q_norm();
+  r.k_norm = k_norm();
+  r.distances = rope_decay_distances(max_distance);
+  r.bound = rope_decay_bound(r.head_size, base, r.distances);
+  return r;
 }
 
 std::vector<double> RopeReport::slow_share() const {

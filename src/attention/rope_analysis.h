@@ -31,6 +31,8 @@ std::vector<double> rope_decay_bound(int64_t HS, double base, const std::vector<
 // (rounded, distinct) up to max_distance.
 std::vector<int64_t> rope_decay_distances(int64_t max_distance);
 
+struct RopeReport;
+
 // The mean norm of each pair of q and of k per (layer, head) over the token positions fed:
 // mean_t |(x_t,2i, x_t,2i+1)|. A rotation keeps a pair's norm, so q and k before or after RoPE
 // give the same figures (up to rounding).
@@ -43,6 +45,9 @@ class RopePairNorms {
   // [L][NH][HS/2]; 0 before anything is fed.
   std::vector<std::vector<std::vector<double>>> q_norm() const { return mean(q_); }
   std::vector<std::vector<std::vector<double>>> k_norm() const { return mean(k_); }
+  // The RopeReport of the norms fed, for `base`, inputs of up to seq_len tokens and the decay
+  // bound at rope_decay_distances(max_distance).
+  RopeReport report(double base, int64_t seq_len, int64_t max_distance) const;
 
  private:
   std::vector<std::vector<std::vector<double>>> mean(const std::vector<double>& sums) const;

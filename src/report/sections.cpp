@@ -309,8 +309,7 @@ void positional_heads(Page& p, const std::vector<Run>& runs) {
   p.html += "</div>\n";
   p.caption(
       "Solid: the largest mean attention of a head of the layer to the token itself (a_ii); dashed: to the "
-      "token "
-      "before it (a_i,i-1); B maps. Above 0.5: a diagonal or previous-token head.");
+      "token before it (a_i,i-1); B maps. Above 0.5: a diagonal or previous-token head.");
 }
 
 void rope_figures(Page& p, const std::vector<Run>& runs) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <numbers>
 #include <optional>
 
 #include "core/fs.h"
@@ -88,18 +87,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   }
   DiagnosticsReport report = acc.report();
   for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(samples * report.heads));
-  if (pairs) {
-    RopeReport& r = report.rope.emplace();
-    r.base = ms.rope_base;
-    r.head_size = ms.hidden / ms.heads;
-    r.seq_len = longest;
-    r.theta = rope_thetas(r.head_size, r.base);
-    for (double t : r.theta) r.wavelength.push_back(2 * std::numbers::pi / t);
-    r.q_norm = pairs->q_norm();
-    r.k_norm = pairs->k_norm();
-    r.distances = rope_decay_distances(ms.max_positions - 1);
-    r.bound = rope_decay_bound(r.head_size, r.base, r.distances);
-  }
+  if (pairs) report.rope = pairs->report(ms.rope_base, longest, ms.max_positions - 1);
   return report;
 }
 
