@@ -127,14 +127,11 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
   auto feed = [&](const std::vector<int32_t>& ids) {
     int64_t n = static_cast<int64_t>(ids.size());
     Var h;
-    if (o.recompute) {
+    if (o.recompute) {  // the whole sequence again: its last forward holds every position's logits
       seen.insert(seen.end(), ids.begin(), ids.end());
-      const int64_t L = static_cast<int64_t>(seen.size());
-      h = body.hidden(Tensor::from_vector(seen, {1, L}), Tensor(), Tensor(), false, 0);
-      if (!o.keep_logits)
-        h = slice(h, 1, L - n, L);
-      else
-        n = L, rows.clear();
+      n = static_cast<int64_t>(seen.size());
+      h = body.hidden(Tensor::from_vector(seen, {1, n}), Tensor(), Tensor(), false, 0);
+      rows.clear();
     } else {
       h = body.extend(Tensor::from_vector(ids, {1, n}), cache);  // (1,n,C)
     }
