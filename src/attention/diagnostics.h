@@ -173,6 +173,9 @@ struct DiagnosticsReport {
   std::vector<double> skip_rate;
   // A model with rotary positions: its frequency bands and decay bound (filled by analyze).
   std::optional<RopeReport> rope;
+  // The inputs measured, when they are not the checkpoint's own held-out stream (analyze --data
+  // TASK:DIR: the benchmark, split, rows); null otherwise.
+  nlohmann::json data;
   // Every (sample, layer, map, head) in sample order, then layer, map, head (options.per_sample).
   std::vector<SampleDiagnostics> per_sample;
 

@@ -256,4 +256,24 @@ std::unique_ptr<ClmSource> corpus_clm_source(std::shared_ptr<const TokenCache> t
   return std::make_unique<CorpusClm>(std::move(train), std::move(valid), B, T, eos, seed);
 }
 
+PaddedRows pad_rows(const std::vector<const std::vector<int32_t>*>& ids,
+                    const std::vector<const std::vector<int32_t>*>& types, int32_t pad) {
+  SAOBP_CHECK(ids.size() == types.size(), "batching", "{} rows of ids, {} of types", ids.size(),
+              types.size());
+  const auto R = static_cast<int64_t>(ids.size());
+  int64_t T = 1;
+  for (const std::vector<int32_t>* row : ids) T = std::max<int64_t>(T, static_cast<int64_t>(row->size()));
+  std::vector<int32_t> iv(static_cast<size_t>(R * T), pad), tv(static_cast<size_t>(R * T), 0);
+  std::vector<uint8_t> mv(static_cast<size_t>(R * T), 0);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    SAOBP_CHECK(ids[r]->size() == types[r]->size(), "batching", "row {}: {} ids, {} token types", r,
+                ids[r]->size(), types[r]->size());
+    const auto at = static_cast<ptrdiff_t>(r) * T;
+    std::copy(ids[r]->begin(), ids[r]->end(), iv.begin() + at);
+    std::copy(types[r]->begin(), types[r]->end(), tv.begin() + at);
+    std::fill_n(mv.begin() + at, ids[r]->size(), uint8_t{1});
+  }
+  return {Tensor::from_vector(iv, {R, T}), Tensor::from_vector(tv, {R, T}), Tensor::from_vector(mv, {R, T})};
+}
+
 }  // namespace saobp

@@ -33,6 +33,15 @@ struct PackedExample {
 // one [SEP] per document boundary inside an example.
 std::vector<PackedExample> pack_sentences(const TokenCache& cache, int64_t budget);
 
+// Rows of token ids and their token types (each the same length as its ids row) as (R,T) tensors,
+// T the longest row (at least 1): ids padded with `pad`, types with 0; mask (R,T) u8 is 1 on the
+// rows' own tokens.
+struct PaddedRows {
+  Tensor ids, types, mask;
+};
+PaddedRows pad_rows(const std::vector<const std::vector<int32_t>*>& ids,
+                    const std::vector<const std::vector<int32_t>*>& types, int32_t pad);
+
 // A permutation of [0, n) drawn from (seed, epoch) by Fisher-Yates over Philox words.
 std::vector<uint32_t> epoch_permutation(uint64_t seed, uint64_t epoch, uint32_t n);
 

@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "dist/comm.h"
 #include "finetune/benchmark.h"
+#include "finetune/inputs.h"
 #include "finetune/lm_scoring.h"
 #include "model/gpt2.h"
 #include "train/pretrained.h"
@@ -199,6 +200,50 @@ nlohmann::json run_finetune(const FinetuneOptions& o) {
     write_file_atomic((fs::path(cfg.train.run_dir) / "results.json").string(), r.dump(2) + "\n");
   }
   return r;
+}
+
+InputRowsFn benchmark_rows(const std::string& checkpoint, const std::string& task, const std::string& dir,
+                           const std::string& split, int64_t max_length) {
+  const BenchmarkSpec spec = benchmark_spec(task);
+  if (spec.kind == Kind::lm)
+    fail("analyze", "--data {}:{}: WikiText is a corpus here: --data wikitext:FILE", task, dir);
+  std::string name = split.empty() ? spec.eval_splits.front() : split;
+  std::vector<std::string> splits = spec.eval_splits;
+  if (!spec.train_split.empty()) splits.insert(splits.begin(), spec.train_split);
+  if (std::find(splits.begin(), splits.end(), name) == splits.end())
+    fail("analyze", "--split {}: {} has the splits {}", name, task, fmt::join(splits, ", "));
+  return [=](const RunConfig& cfg, const Tokenizer& tok) {
+    PretrainedInfo pre;
+    pre.dir = checkpoint, pre.format = "saobp", pre.model = cfg.model;
+    std::vector<std::string> user, notes;
+    if (max_length > 0) user.push_back(fmt::format("train.seq_len={}", max_length));
+    const RunConfig f = config_for(spec, pre, dir, "", user, "--checkpoint", notes);
+    const SplitData d = read_split(spec, dir, name, bench::ReadOptions{f.data.skip_bad_rows});
+    const InputEncoder enc(
+        spec, tok,
+        EncodeOptions{cfg.model.family, f.train.seq_len, f.data.doc_stride, f.data.max_query_length},
+        "analyze", cfg.data.vocab);
+    int64_t truncated = 0;
+    const std::vector<Item> items = enc.encode(d, false, truncated);
+    InputRows rows;
+    rows.pad = enc.pad();
+    for (const Item& it : items)
+      for (size_t k = 0; k < it.ids.size(); ++k)
+        rows.ids.push_back(it.ids[k]), rows.types.push_back(it.types[k]);
+    rows.about = {{"task", task},
+                  {"dir", dir},
+                  {"split", name},
+                  {"examples", d.size()},
+                  {"rows", rows.ids.size()},
+                  {"rows_per_example", items.empty() ? 0 : items.front().ids.size()},
+                  {"max_length", f.train.seq_len},
+                  {"truncated", truncated},
+                  {"skipped_rows", d.stats().skipped},
+                  {"notes", notes}};
+    if (spec.kind == Kind::span)
+      rows.about["doc_stride"] = f.data.doc_stride, rows.about["max_query_length"] = f.data.max_query_length;
+    return rows;
+  };
 }
 
 nlohmann::json evaluate_benchmark(const EvalOptions& o) {

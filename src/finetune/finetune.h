@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "train/analysis.h"
 #include "train/config.h"
 #include "train/task.h"
 
@@ -53,6 +54,14 @@ RunConfig finetune_config(const FinetuneOptions& o);
 std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir);
 
 nlohmann::json run_finetune(const FinetuneOptions& o);
+
+// `saobp analyze --data TASK:DIR`: the rows that fine-tuning feeds a model (inputs.h), from split
+// `split` of benchmark `task` in `dir` ("" = the task's first evaluation split) read by the same
+// readers, with the lengths of the task's recipe fitted to the checkpoint's model as `finetune
+// --init` fits them (max_length > 0 sets train.seq_len first). A multiple-choice example gives one
+// row per ending, in example order; SQuAD one row per context chunk.
+InputRowsFn benchmark_rows(const std::string& checkpoint, const std::string& task, const std::string& dir,
+                           const std::string& split, int64_t max_length);
 
 struct EvalOptions {
   std::string checkpoint;

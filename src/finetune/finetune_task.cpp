@@ -7,26 +7,21 @@
 //             row, the K row logits of an example -> softmax over its endings
 //   span      SpanHead (bert): start and end logits, cross-entropy of each over the real
 //             tokens, averaged
-// Inputs: BERT [CLS] a [SEP] (b [SEP]) with token types 0 / 1; GPT-2 a (<|endoftext|> b).
-// A pair longer than train.seq_len is cut longest-first (the longer side loses a token until
-// it fits); the cut examples are counted. Multiple choice pairs the context with
-// "question ending" (RACE: the option replaces a "_" blank when the question has one;
-// HellaSwag: ctx_b + " " + ending), as Hugging Face's run_swag and RACE processors do.
-//
-// Batches are padded to their longest row and masked, so every step runs the pretraining
-// step's kernels. Training batch n is the (n mod E)-th slice of B examples of the permutation
-// of epoch n / E (E batches per epoch, the last one shorter), drawn from (seed, epoch): a pure
-// function of n, so a resumed run continues the same order.
+// Inputs and batches: finetune/inputs.h. Training batch n is the (n mod E)-th slice of B
+// examples of the permutation of epoch n / E (E batches per epoch, the last one shorter), drawn
+// from (seed, epoch): a pure function of n, so a resumed run continues the same order.
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "data/batching.h"
 #include "finetune/benchmark.h"
 #include "finetune/finetune.h"
+#include "finetune/inputs.h"
 #include "finetune/metrics.h"
 #include "finetune/squad_features.h"
 #include "model/heads.h"
@@ -36,23 +31,9 @@ namespace saobp {
 
 namespace {
 
+using finetune::Batch;
+using finetune::Item;
 using finetune::Kind;
-
-// One example as model rows: one row (classify, span) or one per ending (choice).
-struct Item {
-  std::vector<std::vector<int32_t>> ids, types;
-  int32_t label = -1;
-  float score = 0;
-  int32_t start = 0, end = 0;
-};
-
-struct Batch {
-  Tensor ids, types, mask;       // (R,T)
-  std::vector<int64_t> lengths;  // (R)
-  int64_t items = 0, rows_per_item = 1;
-  std::vector<int32_t> labels, starts, ends;
-  std::vector<float> scores;
-};
 
 struct EvalSplit {
   finetune::SplitData data;
@@ -60,17 +41,6 @@ struct EvalSplit {
   squad::Features squad;  // span
   int64_t truncated = 0;
 };
-
-// a and b cut longest-first until la + lb <= budget. Returns whether anything was cut.
-bool truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t budget) {
-  bool cut = false;
-  while (static_cast<int64_t>(a.size() + b.size()) > budget) {
-    std::vector<int32_t>& longer = a.size() >= b.size() ? a : b;
-    longer.pop_back();
-    cut = true;
-  }
-  return cut;
-}
 
 class FinetuneTask : public Task {
  public:
@@ -87,26 +57,21 @@ class FinetuneTask : public Task {
     if (tok_->vocab_size() > m.vocab_size)
       fail("finetune", "data.vocab {}: {} tokens, more than model.vocab_size = {}", cfg.data.vocab,
            tok_->vocab_size(), m.vocab_size);
-    const SpecialTokens& sp = tok_->special();
-    if (m.family == "bert") {
-      if (sp.cls < 0 || sp.sep < 0 || sp.pad < 0)
-        fail("finetune", "data.vocab {}: a BERT input needs [CLS], [SEP] and [PAD] in the vocabulary",
-             cfg.data.vocab);
-      pad_ = sp.pad;
-    } else {
-      if (sp.eos < 0)
-        fail("finetune", "data.vocab {}: GPT-2 inputs need <|endoftext|> in the vocabulary", cfg.data.vocab);
-      if (spec_.kind != Kind::classify && spec_.kind != Kind::regress)
-        fail("finetune",
-             "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
-             spec_.name);
-      pad_ = sp.eos;
-    }
+    if (m.family == "gpt2" && spec_.kind != Kind::classify && spec_.kind != Kind::regress)
+      fail("finetune",
+           "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
+           spec_.name);
+    encoder_.emplace(
+        spec_, *tok_,
+        finetune::EncodeOptions{m.family, cfg.train.seq_len, cfg.data.doc_stride, cfg.data.max_query_length},
+        "finetune", cfg.data.vocab);
+    pad_ = encoder_->pad();
     read_data(with_train);
     build_model();
   }
 
   ParamStore& params() override { return body_->params(); }
+  Body* body() override { return body_.get(); }
   const Tokenizer* tokenizer() const override { return tok_.get(); }
   int64_t batch_size() const override { return cfg_.train.batch_size; }
 
@@ -229,6 +194,7 @@ class FinetuneTask : public Task {
   RunConfig cfg_;
   finetune::BenchmarkSpec spec_;
   std::shared_ptr<const Tokenizer> tok_;
+  std::optional<finetune::InputEncoder> encoder_;
   int32_t pad_ = 0;
   std::vector<std::string> labels_;
   finetune::SplitData train_data_;
@@ -266,12 +232,12 @@ class FinetuneTask : public Task {
     const int64_t cap = cfg_.data.max_examples;
     if (with_train) {
       train_data_ = finetune::read_split(spec_, cfg_.data.path, spec_.train_split, opt, cap);
-      train_ = encode_split(train_data_, true, train_truncated_, nullptr);
+      train_ = encoder_->encode(train_data_, true, train_truncated_);
     }
     for (const std::string& split : spec_.eval_splits) {
       EvalSplit e;
       e.data = finetune::read_split(spec_, cfg_.data.path, split, opt, cap);
-      e.items = encode_split(e.data, false, e.truncated, &e.squad);
+      e.items = encoder_->encode(e.data, false, e.truncated, &e.squad);
       evals_.push_back(std::move(e));
     }
     auto note = [&](const finetune::SplitData& d, int64_t cut) {
@@ -296,99 +262,6 @@ class FinetuneTask : public Task {
     }
   }
 
-  // Row of a text pair (b empty: a single text).
-  Item text_item(const std::string& a, const std::string& b, bool& cut) const {
-    std::vector<int32_t> ta = tok_->encode(a), tb = b.empty() ? std::vector<int32_t>() : tok_->encode(b);
-    const bool pair = !b.empty();
-    const SpecialTokens& sp = tok_->special();
-    const int64_t specials = bert_or_family_bert() ? (pair ? 3 : 2) : (pair ? 1 : 0);
-    cut = truncate_pair(ta, tb, cfg_.train.seq_len - specials);
-    std::vector<int32_t> ids, types;
-    if (bert_or_family_bert()) {
-      ids.push_back(sp.cls);
-      ids.insert(ids.end(), ta.begin(), ta.end());
-      ids.push_back(sp.sep);
-      types.assign(ids.size(), 0);
-      if (pair) {
-        ids.insert(ids.end(), tb.begin(), tb.end());
-        ids.push_back(sp.sep);
-        types.resize(ids.size(), 1);
-      }
-    } else {
-      ids = ta;
-      if (pair) ids.push_back(sp.eos), ids.insert(ids.end(), tb.begin(), tb.end());
-      if (ids.empty()) ids.push_back(sp.eos);  // an empty text: the end token stands for it
-      types.assign(ids.size(), 0);
-    }
-    Item it;
-    it.ids.push_back(std::move(ids)), it.types.push_back(std::move(types));
-    return it;
-  }
-  bool bert_or_family_bert() const { return cfg_.model.family == "bert"; }
-
-  static std::string race_second(const std::string& question, const std::string& ending) {
-    const size_t blank = question.find('_');
-    if (blank == std::string::npos) return question + " " + ending;
-    return question.substr(0, blank) + ending + question.substr(blank + 1);
-  }
-
-  std::vector<Item> encode_split(const finetune::SplitData& d, bool training, int64_t& truncated,
-                                 squad::Features* feats) const {
-    std::vector<Item> items;
-    truncated = 0;
-    bool cut = false;
-    switch (spec_.kind) {
-      case Kind::classify:
-      case Kind::regress:
-        for (const bench::TextExample& e : d.text.examples) {
-          Item it = text_item(e.text_a, e.text_b, cut);
-          truncated += cut;
-          it.label = e.label, it.score = static_cast<float>(e.score);
-          items.push_back(std::move(it));
-        }
-        break;
-      case Kind::choice: {
-        const bool race = spec_.name.rfind("race/", 0) == 0;
-        for (const bench::ChoiceExample& e : d.choice.examples) {
-          Item it;
-          bool any = false;
-          for (const std::string& ending : e.endings) {
-            Item row =
-                text_item(e.context, race ? race_second(e.question, ending) : e.question + " " + ending, cut);
-            any |= cut;
-            it.ids.push_back(std::move(row.ids[0])), it.types.push_back(std::move(row.types[0]));
-          }
-          if (!items.empty() && it.ids.size() != items.front().ids.size())
-            fail("finetune", "{}: example {} has {} endings, the first had {}", spec_.name, e.id,
-                 it.ids.size(), items.front().ids.size());
-          truncated += any;
-          it.label = e.label;
-          items.push_back(std::move(it));
-        }
-        break;
-      }
-      case Kind::span: {
-        squad::FeatureOptions o;
-        o.max_length = cfg_.train.seq_len, o.doc_stride = cfg_.data.doc_stride;
-        o.max_query_length = cfg_.data.max_query_length, o.training = training;
-        squad::Features f = squad::make_features(d.squad.examples, *tok_, o);
-        truncated = f.split_contexts;
-        for (squad::Feature& x : f.features) {
-          Item it;
-          it.ids.push_back(x.ids), it.types.push_back(x.types);
-          it.start = x.start, it.end = x.end;
-          items.push_back(std::move(it));
-        }
-        if (feats) *feats = std::move(f);
-        break;
-      }
-      case Kind::lm:
-        break;
-    }
-    if (training && items.empty()) fail("finetune", "{}: the {} split has no examples", spec_.name, d.split);
-    return items;
-  }
-
   // ---- batches ----------------------------------------------------------------------------------
 
   std::vector<int64_t> train_order(int64_t index) const {
@@ -405,33 +278,7 @@ class FinetuneTask : public Task {
   }
 
   Batch batch_of(const std::vector<Item>& items, const std::vector<int64_t>& which) const {
-    Batch b;
-    b.items = static_cast<int64_t>(which.size());
-    b.rows_per_item = static_cast<int64_t>(items[static_cast<size_t>(which[0])].ids.size());
-    int64_t T = 1;
-    for (int64_t i : which)
-      for (const auto& row : items[static_cast<size_t>(i)].ids)
-        T = std::max<int64_t>(T, static_cast<int64_t>(row.size()));
-    const int64_t R = b.items * b.rows_per_item;
-    std::vector<int32_t> ids(static_cast<size_t>(R * T), pad_), types(static_cast<size_t>(R * T), 0);
-    std::vector<uint8_t> mask(static_cast<size_t>(R * T), 0);
-    int64_t r = 0;
-    for (int64_t i : which) {
-      const Item& it = items[static_cast<size_t>(i)];
-      for (size_t k = 0; k < it.ids.size(); ++k, ++r) {
-        const size_t at = static_cast<size_t>(r * T);
-        std::copy(it.ids[k].begin(), it.ids[k].end(), ids.begin() + static_cast<ptrdiff_t>(at));
-        std::copy(it.types[k].begin(), it.types[k].end(), types.begin() + static_cast<ptrdiff_t>(at));
-        std::fill_n(mask.begin() + static_cast<ptrdiff_t>(at), it.ids[k].size(), uint8_t{1});
-        b.lengths.push_back(static_cast<int64_t>(it.ids[k].size()));
-      }
-      b.labels.push_back(it.label), b.scores.push_back(it.score), b.starts.push_back(it.start),
-          b.ends.push_back(it.end);
-    }
-    b.ids = Tensor::from_vector(ids, {R, T});
-    b.types = Tensor::from_vector(types, {R, T});
-    b.mask = Tensor::from_vector(mask, {R, T});
-    return b;
+    return finetune::make_batch(items, which, pad_);
   }
 
   Batch eval_batch(const EvalSplit& e, int64_t index) const {

@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "core/fs.h"
+#include "data/batching.h"
+#include "model/body.h"
 #include "model/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/task.h"
@@ -46,6 +48,19 @@ void keep_rows(std::vector<AttentionMaps>& maps, Tensor& mask, int64_t r) {
   cut(mask);
 }
 
+// Rows [begin, begin + n) of `rows` (fewer at the end) through the task's body in eval mode:
+// every layer's maps (with values) and the key mask.
+void rows_through_body(Task& task, const InputRows& rows, int64_t begin, int64_t n,
+                       std::vector<AttentionMaps>& maps, Tensor& mask) {
+  NoGradGuard ng;
+  std::vector<const std::vector<int32_t>*> ids, types;
+  for (int64_t r = begin; r < std::min<int64_t>(begin + n, static_cast<int64_t>(rows.ids.size())); ++r)
+    ids.push_back(&rows.ids[static_cast<size_t>(r)]), types.push_back(&rows.types[static_cast<size_t>(r)]);
+  const PaddedRows b = pad_rows(ids, types, rows.pad);
+  mask = b.mask;
+  task.body()->hidden(b.ids, b.types, b.mask, false, 0, &maps);
+}
+
 }  // namespace
 
 DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt) {
@@ -53,8 +68,22 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
     fail("analyze", "--samples must be in [1, {}], got {}", kMaxAnalyzeSamples, opt.samples);
   RunConfig cfg;
   const std::unique_ptr<Task> task = load_checkpoint_task(dir, opt.overrides, cfg);
+  std::optional<InputRows> rows;
+  if (opt.inputs) {
+    if (cfg.data.kind == "benchmark")
+      fail(
+          "analyze",
+          "{} is fine-tuned on {}: --data TASK:DIR measures a pretrained checkpoint's body; analyze this one "
+          "on its own evaluation split (--data valid)",
+          dir, cfg.data.task);
+    if (!task->tokenizer() || !task->body())
+      fail("analyze", "{}: --data TASK:DIR needs a checkpoint with a tokenizer and a model body", dir);
+    rows = opt.inputs(cfg, *task->tokenizer());
+    if (rows->ids.empty()) fail("analyze", "--data {}: no rows to analyze", rows->about.value("task", "?"));
+  }
   // The held-out set is all there is: more samples would repeat its sequences.
-  const int64_t n = task->held_out_examples(), samples = n > 0 ? std::min(opt.samples, n) : opt.samples;
+  const int64_t n = rows ? static_cast<int64_t>(rows->ids.size()) : task->held_out_examples(),
+                samples = n > 0 ? std::min(opt.samples, n) : opt.samples;
   DiagnosticsOptions d;
   d.causal = cfg.model.family == "gpt2";
   d.graph_metrics = opt.graph_metrics;
@@ -68,7 +97,10 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   for (int64_t index = 0; remaining > 0; ++index) {
     std::vector<AttentionMaps> maps;
     Tensor mask;
-    task->attention_maps(Split::valid, index, maps, mask);
+    if (rows)
+      rows_through_body(*task, *rows, index * cfg.train.batch_size, cfg.train.batch_size, maps, mask);
+    else
+      task->attention_maps(Split::valid, index, maps, mask);
     const int64_t B = maps.front().probs.size(0), r = std::min(B, remaining);
     if (r < B) keep_rows(maps, mask, r);
     std::vector<Tensor> values;
@@ -88,6 +120,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   DiagnosticsReport report = acc.report();
   for (double k : kept) report.skip_rate.push_back(1.0 - k / static_cast<double>(samples * report.heads));
   if (pairs) report.rope = pairs->report(ms.rope_base, longest, ms.max_positions - 1);
+  if (rows) report.data = rows->about, report.data["rows_analyzed"] = samples;
   return report;
 }
 

@@ -3,13 +3,16 @@
 // model: tokens, every layer's A and B, hidden states, logits). `saobp report` uses both.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention/diagnostics.h"
 #include "tensor/tensor.h"
+#include "tokenizer/tokenizer.h"
 #include "train/config.h"
 
 namespace saobp {
@@ -28,11 +31,23 @@ std::unique_ptr<Task> load_checkpoint_task(const std::string& dir, const std::ve
 // The most held-out sequences one analysis averages (generated data has no end of its own).
 constexpr int64_t kMaxAnalyzeSamples = int64_t{1} << 20;
 
+// Rows from outside the checkpoint's own data (`analyze --data TASK:DIR`: a benchmark's inputs),
+// made once the checkpoint is loaded, from its config and tokenizer.
+struct InputRows {
+  std::vector<std::vector<int32_t>> ids, types;  // per row: token ids and token types
+  int32_t pad = 0;                               // padding id (masked out)
+  nlohmann::json about;                          // what was read, for analysis.json's "data"
+};
+using InputRowsFn = std::function<InputRows(const RunConfig& cfg, const Tokenizer& tok)>;
+
 struct AnalysisOptions {
   int64_t samples = 1024;              // held-out sequences averaged
   std::vector<std::string> overrides;  // "section.key=value" on the checkpoint's config.toml
   bool graph_metrics = true;           // clustering and betweenness (the slow part)
   bool per_sample = false;             // also every (sample, layer, map, head): per_sample.csv
+  // Set: the first `samples` of these rows, in batches of train.batch_size, through the model's
+  // body instead of the held-out stream (a pretrained checkpoint's; not a fine-tuned one's).
+  InputRowsFn inputs;
 };
 
 // Runs the checkpoint's model (eval mode) over the first `samples` sequences of its validation

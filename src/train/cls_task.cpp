@@ -37,6 +37,7 @@ class ClsTask : public Task {
   }
 
   ParamStore& params() override { return body_->params(); }
+  Body* body() override { return body_.get(); }
 
   Var train_loss(int64_t index, uint64_t step, std::vector<AttentionMaps>* maps, Tensor* mask) override {
     const tasks::Batch batch = train_batch(index);

@@ -80,6 +80,7 @@ class LmTask : public Task {
     ids = b.ids, mask = b.key_mask;
   }
   const Tokenizer* tokenizer() const override { return data_.tokenizer.get(); }
+  Body* body() override { return body_.get(); }
   Body* lm_body() override { return body_.get(); }
   LmHead* lm_head() override { return head_.get(); }
   // The trainer calls this before its first step: a corpus is tokenized here (or its cache

@@ -81,6 +81,9 @@ class Task {
   virtual std::vector<std::string> head_prefixes() const { return {}; }
   // The tokenizer of a corpus run (saved into checkpoints); null for generated data.
   virtual const Tokenizer* tokenizer() const { return nullptr; }
+  // The model's body (`saobp analyze --data TASK:DIR` runs benchmark rows through it); null when
+  // a task has none.
+  virtual Body* body() { return nullptr; }
   // The body and language-model head of a pretraining task (`saobp generate` runs a causal one);
   // null for the others (a task head is not a language model).
   virtual Body* lm_body() { return nullptr; }

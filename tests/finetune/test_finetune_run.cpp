@@ -15,10 +15,12 @@
 
 #include "autograd/var.h"
 #include "core/fs.h"
+#include "finetune/benchmark.h"
 #include "finetune/finetune.h"
 #include "model/gpt2.h"
 #include "model/safetensors.h"
 #include "support.h"
+#include "train/analysis.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -386,5 +388,88 @@ TEST_CASE("finetune: --data and --init paths reach the config byte for byte", "[
   finetune::FinetuneOptions o;
   o.init = init, o.task = "glue/sst2", o.data = dir + "/data\xff", o.quiet = true;
   REQUIRE_THROWS_WITH(finetune::finetune_config(o), Catch::Contains("--data") && Catch::Contains("UTF-8"));
+  fs::remove_all(dir);
+}
+
+// `analyze --data TASK:DIR`: rows built as fine-tuning builds them, checked against a hand-built
+// row; their diagnostics are those of each row run alone through the body (the padding of a
+// batch changes nothing).
+TEST_CASE("analyze: benchmark rows as fine-tuning feeds them", "[finetune][slow]") {
+  const std::string dir = temp_dir("analyze-rows");
+  const std::string ckpt = pretrain(dir, "bert");
+  RunConfig cfg;
+  const std::unique_ptr<Task> task = load_checkpoint_task(ckpt, {}, cfg);
+  const Tokenizer& tok = *task->tokenizer();
+  const SpecialTokens& sp = tok.special();
+  const std::string race = kFixtures + "/race/RACE";
+
+  // RACE: the recipe's 512 tokens lowered to the model's 64 positions; 4 rows per question.
+  const InputRows rows = finetune::benchmark_rows(ckpt, "race/middle", race, "", 0)(cfg, tok);
+  const finetune::SplitData d =
+      finetune::read_split(finetune::benchmark_spec("race/middle"), race, "dev", {});
+  const bench::ChoiceExample& e = d.choice.examples.front();
+  REQUIRE(rows.ids.size() == 4 * d.choice.examples.size());
+  CHECK(rows.about["split"] == "dev");
+  CHECK(rows.about["max_length"] == 64);
+  CHECK(rows.pad == sp.pad);
+  for (size_t k = 0; k < e.endings.size(); ++k) {
+    // By hand: the ending fills the question's blank, else follows it; the longer side loses
+    // tokens until [CLS] a [SEP] b [SEP] fits 64.
+    const size_t blank = e.question.find('_');
+    const std::string second = blank == std::string::npos ? e.question + " " + e.endings[k]
+                                                          : e.question.substr(0, blank) + e.endings[k] +
+                                                                e.question.substr(blank + 1);
+    std::vector<int32_t> a = tok.encode(e.context), b = tok.encode(second);
+    while (a.size() + b.size() > 61) (a.size() >= b.size() ? a : b).pop_back();
+    std::vector<int32_t> want = {sp.cls};
+    want.insert(want.end(), a.begin(), a.end());
+    want.push_back(sp.sep);
+    const size_t first_segment = want.size();
+    want.insert(want.end(), b.begin(), b.end());
+    want.push_back(sp.sep);
+    CHECK(rows.ids[k] == want);
+    std::vector<int32_t> types(want.size(), 1);
+    std::fill_n(types.begin(), first_segment, 0);
+    CHECK(rows.types[k] == types);
+  }
+
+  // The diagnostics of the 4 rows (batches of 3 and 1 rows, padded) against each row alone.
+  AnalysisOptions opt;
+  opt.samples = 100, opt.per_sample = true, opt.graph_metrics = false;
+  opt.overrides = {"train.batch_size=3"};
+  opt.inputs = finetune::benchmark_rows(ckpt, "race/middle", race, "", 0);
+  const DiagnosticsReport r = analyze_checkpoint(ckpt, opt);
+  CHECK(r.samples == 4);  // all the split has
+  CHECK(r.data["rows_analyzed"] == 4);
+  CHECK(r.data["task"] == "race/middle");
+  int checked = 0;
+  for (int64_t s = 0; s < 4; ++s) {
+    const std::vector<int32_t>& ids = rows.ids[static_cast<size_t>(s)];
+    const auto T = static_cast<int64_t>(ids.size());
+    std::vector<AttentionMaps> maps;
+    {
+      NoGradGuard ng;
+      task->body()->hidden(Tensor::from_vector(ids, {1, T}),
+                           Tensor::from_vector(rows.types[static_cast<size_t>(s)], {1, T}),
+                           Tensor::full({1, T}, 1, DType::u8), false, 0, &maps);
+    }
+    for (const SampleDiagnostics& x : r.per_sample) {
+      if (x.sample != s || x.map != 1) continue;
+      const Tensor p = maps[static_cast<size_t>(x.layer)].probs.to(DType::f64);
+      const std::vector<double> v = p.to_vector<double>();
+      RowMatrix m(T, T);
+      for (int64_t i = 0; i < T * T; ++i) m(i / T, i % T) = v[static_cast<size_t>(x.head * T * T + i)];
+      CHECK(x.tokens == T);
+      CHECK(x.entropy == Approx(attention_entropy(m)).epsilon(1e-4));
+      ++checked;
+    }
+  }
+  CHECK(checked == 4 * 2 * 2);  // samples x layers x heads
+
+  // Named errors: an unknown split; WikiText, which is a corpus here.
+  CHECK_ERROR(finetune::benchmark_rows(ckpt, "race/middle", race, "validation", 0),
+              Catch::Matchers::Contains("--split validation"));
+  CHECK_ERROR(finetune::benchmark_rows(ckpt, "wikitext", race, "", 0),
+              Catch::Matchers::Contains("--data wikitext:FILE"));
   fs::remove_all(dir);
 }

@@ -1,11 +1,14 @@
 // `saobp analyze --checkpoint DIR [--data SPEC] [--samples N] [--per-sample]`: every attention
-// diagnostic of a checkpoint over N held-out sequences, into analysis.json and CSV tables; and
+// diagnostic of a checkpoint over N held-out sequences (or N rows of a benchmark's split, as
+// fine-tuning feeds them), into analysis.json and CSV tables; and
 // `saobp inspect --checkpoint DIR (--text "..." | --ids 1,2,3)`: one input through the model,
 // written as safetensors (tokens, every layer's A and B, hidden states, logits).
 #include <chrono>
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "finetune/benchmark.h"
+#include "finetune/finetune.h"
 #include "train/analysis.h"
 #include "train/config.h"
 
@@ -16,24 +19,36 @@ namespace {
 namespace fs = std::filesystem;
 
 struct AnalyzeCli {
-  std::string checkpoint, data = "valid", out, device;
-  int64_t samples = 1024;
+  std::string checkpoint, data = "valid", out, device, split;
+  int64_t samples = 1024, max_length = 0;
   bool no_graph = false, per_sample = false;
   std::vector<std::string> overrides;
 };
 
-// --data: "valid" (the checkpoint's own held-out split) or KIND:PATH, a corpus in one of the
+// A benchmark name of `saobp finetune` before --data's colon (TASK:DIR): rows of its split.
+bool benchmark_data(const std::string& data) {
+  const size_t colon = data.find(':');
+  if (colon == std::string::npos) return false;
+  const std::vector<std::string> names = finetune::benchmark_names();
+  const std::string kind = data.substr(0, colon);
+  return kind != "wikitext" && std::find(names.begin(), names.end(), kind) != names.end();
+}
+
+// --data: "valid" (the checkpoint's own held-out split), KIND:PATH, a corpus in one of the
 // formats of docs/data.md, read with the checkpoint's tokenizer (only its held-out split is
-// tokenized, into a temporary file: data_setup.h).
+// tokenized, into a temporary file: data_setup.h), or TASK:DIR, a benchmark (its rows are made by
+// finetune::benchmark_rows; the checkpoint's own data is not read).
 std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& out) {
   std::vector<std::string> ov = with_device(o.overrides, o.device);
-  if (o.data == "valid") return ov;
+  if (o.data == "valid" || benchmark_data(o.data)) return ov;
   if (o.data == "synthetic") return ov.push_back("data.kind=synthetic"), ov;
   const size_t colon = o.data.find(':');
   if (colon == std::string::npos || colon == 0)
-    fail("analyze",
-         "--data '{}': expected \"valid\", \"synthetic\" or KIND:PATH (KIND: text, fortune, wikitext, jsonl)",
-         o.data);
+    fail(
+        "analyze",
+        "--data '{}': expected \"valid\", \"synthetic\", KIND:PATH (KIND: text, fortune, wikitext, jsonl) or "
+        "TASK:DIR (TASK: a benchmark of saobp finetune)",
+        o.data);
   ov.push_back("data.kind=" + o.data.substr(0, colon));
   ov.push_back(exact_string_override("data.path", o.data.substr(colon + 1), "--data"));
   // Anything the data would write (a vocabulary, for a checkpoint without a tokenizer) goes here.
@@ -48,13 +63,26 @@ int run_analyze(const AnalyzeCli& o) {
   opt.graph_metrics = !o.no_graph;
   opt.per_sample = o.per_sample;
   opt.overrides = data_overrides(o, out);
+  const bool bench = benchmark_data(o.data);
+  if (!bench && (!o.split.empty() || o.max_length > 0))
+    fail("analyze", "--split and --max-length choose a benchmark's rows: --data TASK:DIR");
+  if (bench) {
+    const size_t colon = o.data.find(':');
+    opt.inputs = finetune::benchmark_rows(o.checkpoint, o.data.substr(0, colon), o.data.substr(colon + 1),
+                                          o.split, o.max_length);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const DiagnosticsReport r = analyze_checkpoint(o.checkpoint, opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   write_analysis(r, o.checkpoint, out);
+  if (!r.data.is_null())
+    fmt::print("analyze: {} {} split: {} examples, {} rows of at most {} tokens ({} cut)\n",
+               r.data["task"].get<std::string>(), r.data["split"].get<std::string>(),
+               r.data["examples"].get<int64_t>(), r.data["rows"].get<int64_t>(),
+               r.data["max_length"].get<int64_t>(), r.data["truncated"].get<int64_t>());
   if (r.samples < o.samples)
-    fmt::print(stderr, "analyze: --samples {}: the held-out set has {} sequences, all of them used\n",
-               o.samples, r.samples);
+    fmt::print(stderr, "analyze: --samples {}: the {} has {} sequences, all of them used\n", o.samples,
+               r.data.is_null() ? "held-out set" : "split", r.samples);
   fmt::print("analyze: {} samples of {} in {:.1f} s ({} layers x {} heads); A = softmax, B = refined\n",
              r.samples, o.checkpoint, secs, r.layers, r.heads);
   fmt::print("{:>5} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>8} {:>8} {:>8} {:>7}\n", "layer", "H(A)", "H(B)",
@@ -158,9 +186,15 @@ void register_analyze(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "analyze", "Attention diagnostics of a checkpoint (entropy, GTD, sparsity, CC/BC, sinks)");
   sub->add_option("--checkpoint", a.checkpoint, "checkpoint directory")->required();
-  sub->add_option("--data", a.data, "valid (its held-out split), synthetic, or KIND:PATH of a corpus");
-  sub->add_option("--samples", a.samples, "held-out sequences averaged (at most the held-out set)")
+  sub->add_option("--data", a.data,
+                  "valid (its held-out split), synthetic, KIND:PATH of a corpus, or TASK:DIR of a benchmark");
+  sub->add_option("--samples", a.samples, "sequences averaged (at most the held-out set or the split's rows)")
       ->check(in_range(1, kMaxAnalyzeSamples));
+  sub->add_option("--split", a.split,
+                  "TASK:DIR: the split read (default: the task's first evaluation split)");
+  sub->add_option("--max-length", a.max_length,
+                  "TASK:DIR: tokens per row (default: the task's recipe, fitted to the model)")
+      ->check(in_range(2, 1 << 20));
   sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
   sub->add_flag("--per-sample", a.per_sample,

@@ -88,6 +88,7 @@ nlohmann::json DiagnosticsReport::to_json() const {
                       {"probs", map_json(probs)},
                       {"skip_rate", skip_rate}};
   if (rope) j["rope"] = rope->to_json();
+  if (!data.is_null()) j["data"] = data;
   return j;
 }
 
