@@ -504,8 +504,16 @@ void correlations(Page& p, const std::vector<Correlation>& cs) {
         "{} vs {}: r = {} (p = {}), rho = {}", s.ylabel, s.xlabel, fmt_num(number(j, "pearson_r"), "{:.3f}"),
         fmt_num(number(j, "pearson_p"), "{:.3g}"), fmt_num(number(j, "spearman_rho"), "{:.3f}"));
     p.add(s.id, svg::scatter_chart(s));
-    p.caption(fmt::format("{} points over {} ({} left out), {}; dashed: the least-squares line.", s.x.size(),
-                          j.value("over", "?"), j.value("left_out", int64_t{0}), cs[i].path));
+    // Rows of analyses: the attention graph each was measured on (CC and BC depend on it).
+    std::string graph;
+    if (const auto g = j.find("graph"); g != j.end() && g->is_object())
+      for (const auto& [src, o] : g->items())
+        graph +=
+            fmt::format(" Attention graph of {}: tau = {}, {} nodes.", src,
+                        fmt_num(number(o, "graph_tau"), "{:g}"), fmt_num(number(o, "graph_nodes"), "{:.0f}"));
+    p.caption(fmt::format("{} points over {} ({} left out), {}; dashed: the least-squares line.{}",
+                          s.x.size(), j.value("over", "?"), j.value("left_out", int64_t{0}), cs[i].path,
+                          graph));
   }
 }
 

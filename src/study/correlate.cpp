@@ -1,7 +1,10 @@
 // correlate_sources of src/study/correlate.h.
 #include "study/correlate.h"
 
+#include <array>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -92,6 +95,86 @@ std::vector<StudyCell> study_cells(const std::string& path) {
   return out;
 }
 
+// ---- analysis folders: per_sample.csv ---------------------------------------------------------
+
+constexpr const char* kSampleHeader = "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness";
+constexpr std::array<const char*, 5> kSampleColumns = {"tokens", "entropy", "gtd", "clustering",
+                                                       "betweenness"};
+
+// "[A.|B.]COLUMN" -> (map 0 = A or 1 = B, column index); throws naming the columns.
+std::pair<int, size_t> sample_metric(const std::string& name) {
+  int map = 1;
+  std::string col = name;
+  if (name.starts_with("A.") || name.starts_with("B.")) map = name[0] == 'A' ? 0 : 1, col = name.substr(2);
+  for (size_t c = 0; c < kSampleColumns.size(); ++c)
+    if (col == kSampleColumns[c]) return {map, c};
+  fail("correlate",
+       "metric '{}' of an analysis folder: expected [A.|B.]NAME, NAME one of tokens, entropy, gtd, "
+       "clustering, "
+       "betweenness",
+       name);
+}
+
+// A field of a foreign file in a message: quoted, at most 40 bytes.
+std::string excerpt(const std::string& field) { return json_excerpt(nlohmann::json(field)); }
+
+// One (sample, layer, head) of per_sample.csv: its values on A and on B (NaN where absent).
+struct SampleHead {
+  std::array<std::array<double, 5>, 2> v;
+};
+
+// per_sample.csv, every row checked: the header, 9 fields, integers and numbers ("nan" allowed
+// for the metrics). Keyed by (sample, layer, head) in file order.
+std::map<std::array<int64_t, 3>, SampleHead> read_per_sample(const std::string& path) {
+  const std::string text = read_file(path);
+  std::map<std::array<int64_t, 3>, SampleHead> out;
+  size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1, ++line_no;
+    if (line_no == 1) {
+      if (line != kSampleHeader)
+        fail("correlate", "{}:1: the header is {}, not per_sample.csv's '{}'", path, excerpt(line),
+             kSampleHeader);
+      continue;
+    }
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    for (size_t a = 0;;) {
+      const size_t b = line.find(',', a);
+      f.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
+      if (b == std::string::npos) break;
+      a = b + 1;
+    }
+    if (f.size() != 9) fail("correlate", "{}:{}: {} fields, per_sample.csv has 9", path, line_no, f.size());
+    auto integer = [&](size_t i, const char* what) {
+      int64_t v = -1;
+      const auto [p, ec] = std::from_chars(f[i].data(), f[i].data() + f[i].size(), v);
+      if (ec != std::errc() || p != f[i].data() + f[i].size() || v < 0)
+        fail("correlate", "{}:{}: {} {} is not a count", path, line_no, what, excerpt(f[i]));
+      return v;
+    };
+    const int64_t sample = integer(0, "sample"), layer = integer(1, "layer"), head = integer(3, "head");
+    if (f[2] != "A" && f[2] != "B")
+      fail("correlate", "{}:{}: map {} is neither A nor B", path, line_no, excerpt(f[2]));
+    SampleHead& s = out.try_emplace({sample, layer, head},
+                                    SampleHead{{{{NAN, NAN, NAN, NAN, NAN}, {NAN, NAN, NAN, NAN, NAN}}}})
+                        .first->second;
+    for (size_t c = 0; c < kSampleColumns.size(); ++c) {
+      const std::string& t = f[4 + c];
+      char* stop = nullptr;
+      const double v = t.empty() ? NAN : std::strtod(t.c_str(), &stop);
+      if (t.empty() || stop != t.c_str() + t.size())
+        fail("correlate", "{}:{}: {} {} is not a number", path, line_no, kSampleColumns[c], excerpt(t));
+      s.v[f[2] == "A" ? 0 : 1][c] = v;
+    }
+  }
+  if (line_no == 0) fail("correlate", "{}: empty file (per_sample.csv has a header line)", path);
+  return out;
+}
+
 // "TASK:NAME" -> (TASK, NAME); "NAME" -> ("pretrain", NAME).
 std::pair<std::string, std::string> split_name(const std::string& s) {
   const size_t colon = s.rfind(':');
@@ -102,11 +185,12 @@ std::pair<std::string, std::string> split_name(const std::string& s) {
 }  // namespace
 
 nlohmann::json correlate_sources(const std::vector<std::string>& sources, const std::string& x,
-                                 const std::string& y) {
+                                 const std::string& y, const CorrelateOptions& opt) {
   nlohmann::json points = nlohmann::json::array();
   std::vector<double> xs, ys;
   int64_t left_out = 0;
-  bool runs = false, checkpoints = false;
+  bool runs = false, checkpoints = false, rows = false;
+  nlohmann::json graph = nlohmann::json::object();  // analysis folders: their graph's τ and nodes
   auto add = [&](const std::string& source, const std::string& label, std::optional<double> a,
                  std::optional<double> b) {
     if (!a || !b) return void(++left_out);
@@ -149,27 +233,56 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
         add(src, "step " + std::to_string(line.value("step", int64_t{0})), find_metric(m, x),
             find_metric(m, y));
       }
+    } else if (fs::exists(dir / "per_sample.csv")) {
+      rows = true;
+      const auto [xm, xc] = sample_metric(x);
+      const auto [ym, yc] = sample_metric(y);
+      if (fs::exists(dir / "analysis.json")) {
+        const nlohmann::json a = parse_json_file((dir / "analysis.json").string());
+        const nlohmann::json* o = a.is_object() && a.contains("options") ? &a["options"] : nullptr;
+        if (o && o->is_object())
+          graph[src] = {{"graph_tau", o->value("graph_tau", nlohmann::json())},
+                        {"graph_nodes", o->value("graph_nodes", nlohmann::json())}};
+      }
+      for (const auto& [key, s] : read_per_sample((dir / "per_sample.csv").string())) {
+        const auto [sample, layer, head] = key;
+        if (!opt.layers.empty() && std::find(opt.layers.begin(), opt.layers.end(), layer) == opt.layers.end())
+          continue;
+        auto value = [&](int m, size_t c) -> std::optional<double> {
+          const double v = s.v[static_cast<size_t>(m)][c];
+          return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+        };
+        add(src, fmt::format("sample {} L{} H{}", sample, layer, head), value(xm, xc), value(ym, yc));
+      }
     } else {
-      fail("correlate", "{}: neither a study folder (study.json) nor a run folder (metrics.jsonl)", src);
+      fail("correlate",
+           "{}: neither a study folder (study.json), a run folder (metrics.jsonl) nor an analysis folder "
+           "(per_sample.csv of analyze --per-sample)",
+           src);
     }
   }
   if (xs.size() < 2)
     fail("correlate", "{} against {}: {} point(s) with both values ({} left out); a correlation needs 2", y,
          x, xs.size(), left_out);
   const stats::Correlation c = stats::correlate(xs, ys);
-  return {{"x", x},
-          {"y", y},
-          {"over", runs && checkpoints ? "runs and checkpoints"
-                   : runs              ? "runs"
-                                       : "checkpoints"},
-          {"points", points},
-          {"left_out", left_out},
-          {"n", c.n},
-          {"pearson_r", c.pearson_r},
-          {"pearson_p", c.pearson_p},
-          {"spearman_rho", c.spearman_rho},
-          {"slope", c.slope},
-          {"intercept", c.intercept}};
+  std::vector<std::string> kinds;
+  if (runs) kinds.push_back("runs");
+  if (checkpoints) kinds.push_back("checkpoints");
+  if (rows) kinds.push_back("(sample, layer, head) rows");
+  const std::string over = fmt::format("{}", fmt::join(kinds, " and "));
+  nlohmann::json out = {{"x", x},
+                        {"y", y},
+                        {"over", over},
+                        {"points", points},
+                        {"left_out", left_out},
+                        {"n", c.n},
+                        {"pearson_r", c.pearson_r},
+                        {"pearson_p", c.pearson_p},
+                        {"spearman_rho", c.spearman_rho},
+                        {"slope", c.slope},
+                        {"intercept", c.intercept}};
+  if (rows) out["graph"] = graph;
+  return out;
 }
 
 }  // namespace saobp::study

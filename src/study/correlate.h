@@ -9,6 +9,11 @@
 //     the fine-tuning run of TASK started from that run ("glue/sst2:dev.accuracy").
 //   a run folder (metrics.jsonl): one point per evaluation line (per checkpoint), metrics named
 //     as in the study table ("entropy_L1", "gtd_L0", "cross_gtd_L1", "accuracy", "dev.accuracy").
+//   an analysis folder (per_sample.csv of `saobp analyze --per-sample`): one point per (sample,
+//     layer, head), as the paper's Fig. 2 plots GTD against CC and BC; a metric is a column
+//     ("gtd", "entropy", "clustering", "betweenness", "tokens") of the refined map B, or of A with
+//     the prefix "A." ("A.gtd"; "B.gtd" is "gtd"). The graph's τ and node count are analyze's
+//     --graph-tau and --graph-nodes.
 // Points where either value is missing or not finite are left out (and counted).
 #pragma once
 #include <nlohmann/json.hpp>
@@ -17,11 +22,16 @@
 
 namespace saobp::study {
 
-// {"x", "y", "over": "runs" | "checkpoints" | "runs and checkpoints", "points": [{"source",
-// "label", "x", "y"}], "left_out", "n", "pearson_r", "pearson_p", "spearman_rho", "slope",
-// "intercept"}. Throws naming the folder when it is neither kind, and when fewer than 2 points
-// remain.
+struct CorrelateOptions {
+  std::vector<int64_t> layers;  // analysis folders: only these layers' rows (empty: every layer)
+};
+
+// {"x", "y", "over": "runs", "checkpoints", "(sample, layer, head) rows" or several of them
+// joined by " and ", "points": [{"source", "label", "x", "y"}], "left_out", "n", "pearson_r",
+// "pearson_p", "spearman_rho", "slope", "intercept"} (analysis folders add "graph": each one's τ
+// and node count). Throws naming the folder when it is none of the kinds, the file and line of a
+// malformed per_sample.csv, and when fewer than 2 points remain.
 nlohmann::json correlate_sources(const std::vector<std::string>& sources, const std::string& x,
-                                 const std::string& y);
+                                 const std::string& y, const CorrelateOptions& opt = {});
 
 }  // namespace saobp::study

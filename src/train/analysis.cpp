@@ -87,6 +87,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   DiagnosticsOptions d;
   d.causal = cfg.model.family == "gpt2";
   d.graph_metrics = opt.graph_metrics;
+  d.graph_tau = opt.graph_tau, d.graph_nodes = opt.graph_nodes;
   d.per_sample = opt.per_sample;
   DiagnosticsAccumulator acc(d);
   const ModelSection& ms = cfg.model;

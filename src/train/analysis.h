@@ -44,6 +44,8 @@ struct AnalysisOptions {
   int64_t samples = 1024;              // held-out sequences averaged
   std::vector<std::string> overrides;  // "section.key=value" on the checkpoint's config.toml
   bool graph_metrics = true;           // clustering and betweenness (the slow part)
+  double graph_tau = 1e-4;             // the attention graph's edge threshold τ (Fig. 2)
+  int graph_nodes = 40;                // and its node count: the first nodes tokens
   bool per_sample = false;             // also every (sample, layer, map, head): per_sample.csv
   // Set: the first `samples` of these rows, in batches of train.batch_size, through the model's
   // body instead of the held-out stream (a pretrained checkpoint's; not a fine-tuned one's).

@@ -277,6 +277,63 @@ TEST_CASE("study: correlation of two metrics over a run's evaluations", "[study]
                     Contains("neither a study folder"));
 }
 
+TEST_CASE("study: correlation over the (sample, layer, head) rows of an analysis", "[study]") {
+  const std::string dir = temp_dir("corr-rows");
+  // B's gtd = {1,2,3,4} and clustering = {1,3,2,4} over the 4 (sample, head) pairs of layer 0:
+  // r = 0.8, p = 0.2, rho = 0.8 as above. A's rows and layer 1 carry other values, to be ignored
+  // (--layer 0) or picked (A.gtd); sample 1 head 1 has no clustering (nan): left out in layer 1.
+  std::string csv = "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n";
+  const double gtd[4] = {1, 2, 3, 4}, cc[4] = {1, 3, 2, 4};
+  for (int s = 0; s < 2; ++s)
+    for (int l = 0; l < 2; ++l)
+      for (const char* m : {"A", "B"})
+        for (int h = 0; h < 2; ++h) {
+          const int k = 2 * s + h;
+          const bool b = m[0] == 'B';
+          const double g = l == 0 ? (b ? gtd[k] : 10 - gtd[k]) : 5 + k;
+          const std::string c =
+              l == 1 && s == 1 && h == 1 ? "nan" : fmt::format("{}", l == 0 ? cc[k] : 7.0 * k);
+          csv += fmt::format("{},{},{},{},12,0.5,{},{},0\n", s, l, m, h, g, c);
+        }
+  write(dir, "per_sample.csv", csv);
+  write(dir, "analysis.json", R"({"options": {"graph_tau": 0.01, "graph_nodes": 20}})");
+  study::CorrelateOptions only0;
+  only0.layers = {0};
+  const nlohmann::json c = study::correlate_sources({dir}, "gtd", "clustering", only0);
+  CHECK(c["over"] == "(sample, layer, head) rows");
+  CHECK(c["n"] == 4);
+  CHECK(c["left_out"] == 0);
+  CHECK(c["pearson_r"].get<double>() == near(0.8));
+  CHECK(c["pearson_p"].get<double>() == near(0.2));
+  CHECK(c["spearman_rho"].get<double>() == near(0.8));
+  CHECK(c["points"][2]["label"] == "sample 1 L0 H0");
+  CHECK(c["graph"][dir]["graph_tau"] == 0.01);
+  // A.gtd = 10 - B's gtd: r = -0.8 against B's clustering.
+  CHECK(study::correlate_sources({dir}, "A.gtd", "B.clustering", only0)["pearson_r"].get<double>() ==
+        near(-0.8));
+  // Every layer: 8 pairs, the nan one left out.
+  const nlohmann::json all = study::correlate_sources({dir}, "gtd", "clustering");
+  CHECK(all["n"] == 7);
+  CHECK(all["left_out"] == 1);
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "sinky"), Contains("[A.|B.]NAME"));
+  // Malformed files name the file and line.
+  write(dir, "per_sample.csv",
+        "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n0,0,C,0,1,1,1,1,1\n");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "entropy"),
+                    Contains("per_sample.csv:2: map \"C\""));
+  write(dir, "per_sample.csv",
+        "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n0,0,B,0,1,x,1,1,1\n");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "entropy"),
+                    Contains("per_sample.csv:2: entropy \"x\""));
+  write(dir, "per_sample.csv", "sample,layer,map,head\n");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "entropy"),
+                    Contains("per_sample.csv:1: the header"));
+  write(dir, "per_sample.csv",
+        "sample,layer,map,head,tokens,entropy,gtd,clustering,betweenness\n0,0,B,0,1,1\n");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "entropy"),
+                    Contains("per_sample.csv:2: 6 fields"));
+}
+
 TEST_CASE("study: the study files under configs/studies/ load and plan", "[study]") {
   const std::string out = temp_dir("configs");
   for (const auto& e : fs::directory_iterator(std::string(SAOBP_SOURCE_DIR) + "/configs/studies")) {

@@ -21,6 +21,8 @@ namespace fs = std::filesystem;
 struct AnalyzeCli {
   std::string checkpoint, data = "valid", out, device, split;
   int64_t samples = 1024, max_length = 0;
+  double graph_tau = 1e-4;
+  int graph_nodes = 40;
   bool no_graph = false, per_sample = false;
   std::vector<std::string> overrides;
 };
@@ -62,6 +64,7 @@ int run_analyze(const AnalyzeCli& o) {
   opt.samples = o.samples;
   opt.graph_metrics = !o.no_graph;
   opt.per_sample = o.per_sample;
+  opt.graph_tau = o.graph_tau, opt.graph_nodes = o.graph_nodes;
   opt.overrides = data_overrides(o, out);
   const bool bench = benchmark_data(o.data);
   if (!bench && (!o.split.empty() || o.max_length > 0))
@@ -197,6 +200,11 @@ void register_analyze(CLI::App& app) {
       ->check(in_range(2, 1 << 20));
   sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
+  sub->add_option("--graph-tau", a.graph_tau,
+                  "attention graph: an edge where max(A_ij, A_ji) >= tau (default 1e-4)")
+      ->check(in_range(0, 1));
+  sub->add_option("--graph-nodes", a.graph_nodes, "attention graph: its first N tokens (default 40)")
+      ->check(in_range(2, 1 << 16));
   sub->add_flag("--per-sample", a.per_sample,
                 "also write per_sample.csv: entropy, GTD, CC, BC of every (sample, layer, map, head)");
   add_device_option(sub, a.device);

@@ -44,16 +44,26 @@ void register_study(CLI::App& app) {
 void register_correlate(CLI::App& app) {
   static std::string x, y, out;
   static std::vector<std::string> sources;
-  CLI::App* sub = app.add_subcommand(
-      "correlate", "Pearson r (with p-value) and Spearman rho of two metrics over study runs or checkpoints");
-  sub->add_option("sources", sources, "study folders (one point per run) or run folders (one per evaluation)")
+  static study::CorrelateOptions opt;
+  CLI::App* sub = app.add_subcommand("correlate",
+                                     "Pearson r (with p-value) and Spearman rho of two metrics over study "
+                                     "runs, checkpoints or (sample, head) "
+                                     "rows");
+  sub->add_option("sources", sources,
+                  "study folders (one point per run), run folders (one per evaluation) or analysis folders "
+                  "(one per sample, layer and head of per_sample.csv)")
       ->required();
-  sub->add_option("--x", x, "the metric on the x axis, e.g. entropy_L1 (TASK:NAME for a fine-tuning metric)")
+  sub->add_option("--layer", opt.layers, "analysis folders: only these layers (default: all)")
+      ->check(at_least(0));
+  sub->add_option(
+         "--x", x,
+         "the metric on the x axis, e.g. entropy_L1 (TASK:NAME for a fine-tuning metric; gtd, A.gtd, "
+         "clustering, ... for an analysis folder)")
       ->required();
   sub->add_option("--y", y, "the metric on the y axis, e.g. glue/sst2:dev.accuracy")->required();
   sub->add_option("--out", out, "also write the points and statistics to this JSON file");
   add_command(sub, [] {
-    const nlohmann::json c = study::correlate_sources(sources, x, y);
+    const nlohmann::json c = study::correlate_sources(sources, x, y, opt);
     fmt::print(
         "{} against {} over {} ({} points, {} left out): Pearson r = {:.4f} (p = {:.4g}), Spearman rho = "
         "{:.4f}\n",
