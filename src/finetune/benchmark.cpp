@@ -2,6 +2,7 @@
 #include "finetune/benchmark.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "finetune/metrics.h"
@@ -32,6 +33,12 @@ std::vector<BenchmarkSpec> registry() {
 
 std::string glue_task(const BenchmarkSpec& b) { return b.name.substr(5); }
 
+// The reader's (task, split) of a glue/* split: MNLI's "ax" is the diagnostic set's test split.
+std::pair<std::string, std::string> glue_file_of(const BenchmarkSpec& b, const std::string& split) {
+  if (glue_task(b) == "mnli" && split == "ax") return {"ax", "test"};
+  return {glue_task(b), split};
+}
+
 }  // namespace
 
 std::vector<std::string> benchmark_names() {
@@ -58,14 +65,35 @@ int64_t SplitData::size() const {
   return static_cast<int64_t>(text.examples.size() + choice.examples.size() + squad.examples.size());
 }
 
+// The files of the GLUE leaderboard's submission zip, one per test split (jiant's
+// GlueBenchmark.BENCHMARK_SUBMISSION_FILENAMES); the diagnostic set AX is predicted by the MNLI
+// model.
+std::vector<SubmissionSplit> submission_splits(const BenchmarkSpec& b) {
+  if (b.name.rfind("glue/", 0) != 0) return {};
+  const std::string task = glue_task(b);
+  if (task == "mnli")
+    return {{"test_matched", "MNLI-m.tsv"}, {"test_mismatched", "MNLI-mm.tsv"}, {"ax", "AX.tsv"}};
+  const std::map<std::string, std::string> file = {
+      {"cola", "CoLA.tsv"},  {"sst2", "SST-2.tsv"}, {"mrpc", "MRPC.tsv"}, {"qqp", "QQP.tsv"},
+      {"stsb", "STS-B.tsv"}, {"qnli", "QNLI.tsv"},  {"rte", "RTE.tsv"},   {"wnli", "WNLI.tsv"}};
+  return {{"test", file.at(task)}};
+}
+
+bool has_split(const BenchmarkSpec& b, const std::string& dir, const std::string& split) {
+  if (b.name.rfind("glue/", 0) != 0) fail("finetune", "{}: has_split answers for glue/* tasks only", b.name);
+  const auto [task, file_split] = glue_file_of(b, split);
+  return bench::glue_has_split(task, dir, file_split);
+}
+
 SplitData read_split(const BenchmarkSpec& b, const std::string& dir, const std::string& split,
                      const bench::ReadOptions& opt, int64_t max_examples) {
   SplitData d;
   d.split = split;
   const std::string& n = b.name;
-  if (n.rfind("glue/", 0) == 0)
-    d.text = bench::read_glue(glue_task(b), dir, split, opt);
-  else if (n == "imdb")
+  if (n.rfind("glue/", 0) == 0) {
+    const auto [task, file_split] = glue_file_of(b, split);
+    d.text = bench::read_glue(task, dir, file_split, opt);
+  } else if (n == "imdb")
     d.text = bench::read_imdb(dir, split, opt);
   else if (n == "boolq")
     d.text = bench::read_boolq(dir, split, opt);

@@ -23,6 +23,12 @@ enum class Kind {
   lm         // a text -> its perplexity (WikiText; evaluation only)
 };
 
+// A GLUE test split and the name of its file in the leaderboard's submission zip.
+struct SubmissionSplit {
+  std::string split;  // "test"; MNLI "test_matched", "test_mismatched" and "ax" (the diagnostic set)
+  std::string file;   // "SST-2.tsv"; MNLI "MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"
+};
+
 struct BenchmarkSpec {
   std::string name;  // "glue/sst2"
   Kind kind = Kind::classify;
@@ -47,7 +53,15 @@ struct SplitData {
   int64_t size() const;
 };
 
+// GLUE: the unlabeled test splits, predicted at the end of a run when their file is present, and
+// their files in the leaderboard's submission zip (empty for the other benchmarks).
+std::vector<SubmissionSplit> submission_splits(const BenchmarkSpec& b);
+
+// Whether `dir` holds the file of split `split` of a glue/* benchmark.
+bool has_split(const BenchmarkSpec& b, const std::string& dir, const std::string& split);
+
 // Reads split `split` of benchmark `b` from `dir`, keeping the first max_examples (0 = all).
+// glue/mnli's split "ax" is the GLUE diagnostic set (bench::read_glue task "ax").
 SplitData read_split(const BenchmarkSpec& b, const std::string& dir, const std::string& split,
                      const bench::ReadOptions& opt, int64_t max_examples = 0);
 

@@ -14,6 +14,7 @@
 #include "finetune/benchmark.h"
 #include "finetune/inputs.h"
 #include "finetune/lm_scoring.h"
+#include "finetune/predictions.h"
 #include "model/gpt2.h"
 #include "train/pretrained.h"
 #include "train/trainer.h"
@@ -152,17 +153,29 @@ RunConfig finetune_config(const FinetuneOptions& o) {
 
 std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir) {
   std::vector<std::string> written;
+  const auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = (fs::path(dir) / name).string();
+    write_file_atomic(path, text);
+    written.push_back(path);
+  };
   for (const char* key : {"predictions", "null_odds"}) {
     if (!r.contains(key)) continue;
     const nlohmann::json splits = r[key];
     r.erase(key);
-    for (const auto& [split, table] : splits.items()) {
-      const std::string name =
-          splits.size() == 1 ? fmt::format("{}.json", key) : fmt::format("{}_{}.json", key, split);
-      const std::string path = (fs::path(dir) / name).string();
-      write_file_atomic(path, table.dump(2) + "\n");
-      written.push_back(path);
-    }
+    for (const auto& [split, table] : splits.items())
+      write(splits.size() == 1 ? fmt::format("{}.json", key) : fmt::format("{}_{}.json", key, split),
+            table.dump(2) + "\n");
+  }
+  // The texts of finetune/predictions.h: one JSON line per example, and the GLUE leaderboard's
+  // files under their own names.
+  if (r.contains("example_predictions")) {
+    for (const auto& [split, text] : r["example_predictions"].items())
+      write(fmt::format("predictions_{}.jsonl", split), text.get<std::string>());
+    r.erase("example_predictions");
+  }
+  if (r.contains("glue_submission")) {
+    for (const auto& [file, text] : r["glue_submission"].items()) write(file, text.get<std::string>());
+    r.erase("glue_submission");
   }
   if (!written.empty()) r["prediction_files"] = written;
   return written;
@@ -274,6 +287,7 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
     } else {
       r["zero_shot"] = true;
       r["metrics"] = nlohmann::json::object();
+      r["example_predictions"] = nlohmann::json::object();
       for (const std::string& split : spec.eval_splits) {
         const SplitData d = read_split(spec, o.data, split, {cfg.data.skip_bad_rows}, cfg.data.max_examples);
         std::vector<ZeroShotExample> ex;
@@ -297,6 +311,7 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
         }
         const ZeroShotResult z = zero_shot_choice(model, *tok, ex, cfg.train.seq_len, cfg.train.batch_size);
         r["metrics"][split] = z.metrics;
+        r["example_predictions"][split] = zero_shot_lines(ex, z);
       }
     }
     r["init_report"] = {{"loaded", rep.loaded.size()}, {"unused", rep.unused}};

@@ -50,7 +50,10 @@ RunConfig finetune_config(const FinetuneOptions& o);
 // official scripts read them: SQuAD's predictions.json (question id -> answer text, "" = no answer)
 // for evaluate-v1.1.py / evaluate-v2.0.py and, v2.0, null_odds.json (id -> the null answer's score
 // minus the best span's, their --na-prob-file); predictions_<split>.json when several splits
-// were evaluated. r["prediction_files"] lists the paths written; returns them.
+// were evaluated. The other tasks: predictions_<split>.jsonl for every split evaluated or
+// predicted (r["example_predictions"]), and GLUE's test splits as the leaderboard's files
+// (r["glue_submission"]: SST-2.tsv, MNLI-m.tsv, AX.tsv, ...; finetune/predictions.h).
+// r["prediction_files"] lists the paths written; returns them.
 std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir);
 
 nlohmann::json run_finetune(const FinetuneOptions& o);

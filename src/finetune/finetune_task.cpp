@@ -23,6 +23,7 @@
 #include "finetune/finetune.h"
 #include "finetune/inputs.h"
 #include "finetune/metrics.h"
+#include "finetune/predictions.h"
 #include "finetune/squad_features.h"
 #include "model/heads.h"
 #include "train/task.h"
@@ -67,6 +68,7 @@ class FinetuneTask : public Task {
         "finetune", cfg.data.vocab);
     pad_ = encoder_->pad();
     read_data(with_train);
+    read_submission_splits();
     build_model();
   }
 
@@ -140,6 +142,10 @@ class FinetuneTask : public Task {
   nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
     (void)out_dir;  // results.json is written by the command (saobp finetune / eval)
     const EvalResult r = evaluate();
+    for (const EvalSplit& t : tests_) {
+      double unused = 0;
+      evaluate_split(t, unused);
+    }
     nlohmann::json out = {{"task", spec_.name},
                           {"family", cfg_.model.family},
                           {"attention", variant_name(cfg_.model.attention.variant)},
@@ -155,17 +161,33 @@ class FinetuneTask : public Task {
     };
     if (train_data_.size() > 0) note(train_data_, train_truncated_);
     for (const EvalSplit& e : evals_) note(e.data, e.truncated);
+    for (const EvalSplit& t : tests_) note(t.data, t.truncated);
     out["examples"] = examples, out["truncated"] = truncated, out["skipped_rows"] = skipped;
     if (spec_.kind == Kind::span) out["misaligned_answers"] = misaligned;
     nlohmann::json speed = nlohmann::json::object();  // the evaluation above, timed per split
-    for (const EvalSplit& e : evals_) {
-      const double secs = seconds_[e.data.split];
-      speed[e.data.split] = {{"seconds", secs},
-                             {"examples_per_s", static_cast<double>(e.data.size()) / std::max(secs, 1e-9)}};
-    }
+    for (const auto* splits : {&evals_, &tests_})
+      for (const EvalSplit& e : *splits) {
+        const double secs = seconds_[e.data.split];
+        speed[e.data.split] = {{"seconds", secs},
+                               {"examples_per_s", static_cast<double>(e.data.size()) / std::max(secs, 1e-9)}};
+      }
     out["speed"] = speed;
     if (!predictions_.empty()) out["predictions"] = predictions_;
     if (!null_odds_.empty()) out["null_odds"] = null_odds_;
+    if (spec_.kind != Kind::span) {
+      // Per-example lines of every split, and the leaderboard's file of each GLUE test split
+      // (finetune/predictions.h); the commands write them beside results.json.
+      nlohmann::json lines = nlohmann::json::object(), submission = nlohmann::json::object();
+      for (const auto* splits : {&evals_, &tests_})
+        for (const EvalSplit& e : *splits)
+          lines[e.data.split] = finetune::prediction_lines(spec_, e.data, outputs_.at(e.data.split));
+      for (size_t t = 0; t < tests_.size(); ++t)
+        submission[test_files_[t]] =
+            finetune::glue_submission_tsv(spec_, tests_[t].data, outputs_.at(tests_[t].data.split));
+      out["example_predictions"] = lines;
+      if (!submission.empty()) out["glue_submission"] = submission;
+      if (spec_.kind == Kind::classify) out["labels"] = labels_;
+    }
     if (print) {
       fmt::print("{} ({}, {} attention):\n", spec_.name, cfg_.model.family,
                  variant_name(cfg_.model.attention.variant));
@@ -201,6 +223,10 @@ class FinetuneTask : public Task {
   std::vector<Item> train_;
   int64_t train_truncated_ = 0;
   std::vector<EvalSplit> evals_;
+  // GLUE: the test splits present in data.path, predicted by final_evaluation only, and the
+  // leaderboard's file of each (finetune::submission_splits).
+  std::vector<EvalSplit> tests_;
+  std::vector<std::string> test_files_;
   std::unique_ptr<Body> body_;
   // The task's head: one of the three.
   std::unique_ptr<SequenceHead> sequence_;
@@ -210,6 +236,8 @@ class FinetuneTask : public Task {
   // SQuAD: the last evaluation's answers per split (id -> text) and, v2.0, their null odds; the
   // commands write them as the official scripts read them (finetune::write_predictions).
   mutable nlohmann::json predictions_ = nlohmann::json::object(), null_odds_ = nlohmann::json::object();
+  // Classification, regression and multiple choice: the last evaluation's outputs per split.
+  std::map<std::string, finetune::SplitOutputs> outputs_;
   mutable int64_t perm_epoch_ = -1;
   mutable std::vector<uint32_t> perm_;
 
@@ -223,6 +251,23 @@ class FinetuneTask : public Task {
       sequence_ = make_sequence_head(
           *body_, spec_.kind == Kind::classify ? static_cast<int64_t>(labels_.size()) : 1);  // 1: regress
     attach_regularizer(cfg_, *body_);
+  }
+
+  // The GLUE test splits whose files are in data.path (unlabeled: predicted, not scored).
+  void read_submission_splits() {
+    for (const finetune::SubmissionSplit& s : finetune::submission_splits(spec_)) {
+      if (!finetune::has_split(spec_, cfg_.data.path, s.split)) continue;
+      EvalSplit t;
+      t.data = finetune::read_split(spec_, cfg_.data.path, s.split, {cfg_.data.skip_bad_rows},
+                                    cfg_.data.max_examples);
+      t.items = encode_split(t.data, false, t.truncated, nullptr);
+      fmt::print(
+          "data: {} {}: {} examples{}, predicted for {}\n", spec_.name, s.split, t.data.size(),
+          t.data.stats().skipped ? fmt::format(", {} malformed rows skipped", t.data.stats().skipped) : "",
+          s.file);
+      tests_.push_back(std::move(t));
+      test_files_.push_back(s.file);
+    }
   }
 
   // ---- data -----------------------------------------------------------------------------------
@@ -346,14 +391,20 @@ class FinetuneTask : public Task {
   }
   nlohmann::json evaluate_split_untimed(const EvalSplit& e, double& loss_sum) {
     const int64_t B = cfg_.train.batch_size, n = static_cast<int64_t>(e.items.size());
-    std::vector<int32_t> pred;
-    std::vector<double> pred_score;
+    // A test file has no labels (GLUE, BoolQ: the reader says; HellaSwag: label -1).
+    const bool unlabeled = spec_.kind == Kind::choice ? e.data.choice.examples.front().label < 0
+                                                      : spec_.kind != Kind::span && !e.data.text.labeled;
+    finetune::SplitOutputs& o = outputs_[e.data.split];
+    o = {};
+    std::vector<int32_t>& pred = o.pred;
+    std::vector<double>& pred_score = o.score;
     std::vector<std::vector<float>> starts, ends;
     for (int64_t i = 0; i * B < n; ++i) {
       const Batch b = eval_batch(e, i);
       const Var out = forward(b, false, 0, nullptr);
-      const bool labeled = spec_.kind == Kind::regress ||
-                           std::all_of(b.labels.begin(), b.labels.end(), [](int32_t l) { return l >= 0; });
+      const bool labeled = spec_.kind == Kind::regress ? !unlabeled
+                                                       : std::all_of(b.labels.begin(), b.labels.end(),
+                                                                     [](int32_t l) { return l >= 0; });
       if (labeled) loss_sum += loss(b, out).data().item() * static_cast<double>(b.items);
       if (spec_.kind == Kind::span) {
         const auto [s, en] = span_logits(out, b);
@@ -373,11 +424,13 @@ class FinetuneTask : public Task {
         if (spec_.kind == Kind::regress) pred_score.push_back(row[0]);
         pred.push_back(static_cast<int32_t>(std::max_element(row, row + K) - row));
       }
+      if (spec_.kind != Kind::regress)
+        o.logits.insert(o.logits.end(), v.begin(), v.begin() + b.items * K), o.K = K;
     }
-    if (spec_.kind == Kind::span) return span_metrics(e, starts, ends);
-    const bool unlabeled = (spec_.kind == Kind::choice ? e.data.choice.examples.front().label
-                                                       : e.data.text.examples.front().label) < 0 &&
-                           spec_.kind != Kind::regress;
+    if (spec_.kind == Kind::span) {
+      outputs_.erase(e.data.split);
+      return span_metrics(e, starts, ends);
+    }
     if (unlabeled) return {{"unlabeled", true}, {"examples", n}};
     return finetune::split_metrics(spec_, e.data, pred, pred_score);
   }

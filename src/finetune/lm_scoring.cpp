@@ -123,6 +123,7 @@ ZeroShotResult zero_shot_choice(GPT2LMHeadModel& model, const Tokenizer& tok,
     if (e.label >= 0) ++labeled, right_sum += best_sum == e.label, right_norm += best_norm == e.label;
   }
   res.examples = static_cast<int64_t>(ex.size());
+  res.log_likelihood = std::move(sums), res.tokens = std::move(lengths);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.metrics = {{"accuracy", labeled ? static_cast<double>(right_sum) / static_cast<double>(labeled) : 0.0},
                  {"accuracy_length_normalized",

@@ -19,7 +19,11 @@ struct ZeroShotExample {
 
 struct ZeroShotResult {
   std::vector<int32_t> pred_sum, pred_norm;  // argmax of the summed / length-normalized score
-  int64_t examples = 0, truncated = 0;       // prompts cut at their start to fit
+  // Per candidate, the examples' candidates one after another: log p(candidate | prompt) and
+  // the candidate's token count (the length-normalized score is their ratio).
+  std::vector<double> log_likelihood;
+  std::vector<int64_t> tokens;
+  int64_t examples = 0, truncated = 0;  // prompts cut at their start to fit
   double seconds = 0;
   nlohmann::json metrics;  // accuracy, accuracy_length_normalized, examples, examples_per_s
 };

@@ -215,7 +215,30 @@ TEST_CASE("benchmarks: read_glue takes the GLUE folder or the task folder and na
               Contains(empty + "/MNLI/dev_matched.tsv") && Contains("dev_matched,dev_mismatched"));
   CHECK_ERROR(read_glue("sst2", kGlue, "validation"), Contains("unknown glue/sst2 split 'validation'"));
   CHECK_ERROR(read_glue("mnli", kGlue, "validation"), Contains("dev_matched"));
-  CHECK_ERROR(read_glue("ax", kGlue, "test"), Contains("unknown GLUE task 'ax'"));
+  CHECK_ERROR(read_glue("qqp2", kGlue, "test"), Contains("unknown GLUE task 'qqp2'"));
+  CHECK_ERROR(read_glue("ax", empty, "test"), Contains(empty + "/diagnostic/diagnostic.tsv"));
+}
+
+TEST_CASE("benchmarks: GLUE's diagnostic set AX is an unlabeled test split with MNLI's labels",
+          "[data][benchmarks]") {
+  const TextDataset ax = read_glue("ax", kGlue, "test");
+  CHECK(ax.task == "glue/ax");
+  CHECK_FALSE(ax.labeled);
+  CHECK(ax.labels == glue_labels("mnli"));
+  REQUIRE(ax.examples.size() == 3);
+  CHECK(ex(ax, 2).id == "2");
+  CHECK(ex(ax, 0).text_a == "The cat sat on the mat.");
+  CHECK(ex(ax, 0).text_b == "The cat did not sit on the mat.");
+  CHECK(ex(ax, 0).label == -1);
+  CHECK(read_glue("ax", kGlue + "/diagnostic", "test").examples.size() == 3);  // the folder itself
+  CHECK(glue_has_split("ax", kGlue, "test"));
+  CHECK_FALSE(glue_has_split("sst2", kGlue + "/diagnostic", "test"));
+  CHECK_ERROR(read_glue("ax", kGlue, "dev"), Contains("only a test split"));
+  // The leaderboard's spelling of a label: the id for the 0/1 tasks, the name for the others.
+  CHECK(glue_label_text("wnli", 1) == "1");
+  CHECK(glue_label_text("ax", 2) == "contradiction");
+  CHECK(glue_label_text("qnli", 1) == "not_entailment");
+  CHECK_ERROR(glue_label_text("rte", 2), Contains("label id 2 out of range"));
 }
 
 TEST_CASE("benchmarks: a malformed GLUE row names the file and the line", "[data][benchmarks]") {

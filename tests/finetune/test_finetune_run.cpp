@@ -6,6 +6,7 @@
 // body is an error naming the tensor.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -106,6 +107,70 @@ bool is_fraction(const nlohmann::json& v) {
   return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1;
 }
 
+bool lists_file(const nlohmann::json& r, const std::string& path) {
+  for (const nlohmann::json& f : r.value("prediction_files", nlohmann::json::array()))
+    if (f == path) return true;
+  return false;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// RUN_DIR/<file> is the GLUE leaderboard's file of the test split in `test_tsv` (a fixture): the
+// header "index\tprediction", then per test row its index column, in the test file's order, and a
+// prediction among `allowed` (none given: a number written with 3 decimals).
+void check_submission(const std::string& run_dir, const nlohmann::json& r, const std::string& file,
+                      const std::string& test_tsv, const std::vector<std::string>& allowed) {
+  INFO(file);
+  const std::string path = run_dir + "/" + file;
+  REQUIRE(lists_file(r, path));
+  const std::string text = read_file(path);
+  REQUIRE(text.rfind("index\tprediction\n", 0) == 0);
+  const std::vector<std::string> rows = lines_of(path), test = lines_of(test_tsv);
+  REQUIRE(rows.size() == test.size());  // the header and one row per test row
+  REQUIRE(rows.size() > 1);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const size_t tab = rows[i].find('\t');
+    REQUIRE(tab != std::string::npos);
+    CHECK(rows[i].substr(0, tab) == test[i].substr(0, test[i].find('\t')));
+    const std::string value = rows[i].substr(tab + 1);
+    if (allowed.empty()) {
+      CHECK(value.size() > 4);
+      CHECK(value[value.size() - 4] == '.');
+      CHECK(std::isfinite(std::stod(value)));
+    } else {
+      CHECK(std::find(allowed.begin(), allowed.end(), value) != allowed.end());
+    }
+  }
+}
+
+// predictions_<split>.jsonl of every evaluated split, scored anew by predictions_check.py: a line
+// per example and results.json's figures (at least one figure in common per split).
+void check_example_predictions(const std::string& run_dir, const nlohmann::json& r) {
+  for (const auto& [split, m] : r["metrics"].items()) {
+    INFO(r["task"] << " " << split);
+    const std::string path = run_dir + "/predictions_" + split + ".jsonl";
+    REQUIRE(lists_file(r, path));
+    const std::string scored = path + ".scored.json";
+    const std::string cmd = fmt::format("python3 {}/tests/finetune/predictions_check.py '{}' > '{}'",
+                                        SAOBP_SOURCE_DIR, path, scored);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const nlohmann::json got = nlohmann::json::parse(read_file(scored));
+    CHECK(got["examples"] == (r.contains("examples") ? r["examples"][split] : m["examples"]));
+    int common = 0;
+    for (const auto& [k, v] : got.items())
+      if (k != "examples" && m.contains(k)) {
+        CHECK(v.get<double>() == Approx(m[k].get<double>()).margin(1e-9));
+        ++common;
+      }
+    CHECK(common > 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[finetune][slow]") {
@@ -124,23 +189,57 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     const nlohmann::json rep = nlohmann::json::parse(read_file(dir + "/sst2/init_report.json"));
     CHECK(rep["initialized"].size() == 4);  // pooler and classifier, weight and bias
     CHECK(rep["unused"].size() == 5);       // the MLM head
+    // The dev split's predictions score as results.json says; the test split is predicted into
+    // the leaderboard's SST-2.tsv, the same labels as its per-example lines.
+    check_example_predictions(dir + "/sst2", r);
+    CHECK(r["examples"]["test"] == 2);
+    check_submission(dir + "/sst2", r, "SST-2.tsv", kFixtures + "/glue/SST-2/test.tsv", {"0", "1"});
+    const std::vector<std::string> tsv = lines_of(dir + "/sst2/SST-2.tsv"),
+                                   lines = lines_of(dir + "/sst2/predictions_test.jsonl");
+    REQUIRE(lines.size() + 1 == tsv.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const nlohmann::json l = nlohmann::json::parse(lines[i]);
+      CHECK_FALSE(l.contains("label"));  // unlabeled
+      CHECK(tsv[i + 1] == fmt::format("{}\t{}", l["id"].get<std::string>(), l["prediction"].get<int>()));
+    }
+    CHECK(r["labels"] == nlohmann::json({"negative", "positive"}));
     // The run resumes from its config: the results of `eval --task` equal the run's.
     finetune::EvalOptions e{dir + "/sst2/final", "glue/sst2", kFixtures + "/glue", false,
                             {"train.threads=1"}, false};
-    CHECK(finetune::evaluate_benchmark(e)["metrics"] == r["metrics"]);
+    nlohmann::json again = finetune::evaluate_benchmark(e);
+    CHECK(again["metrics"] == r["metrics"]);
+    // `eval --task` predicts the same: its files equal the run's.
+    fs::create_directories(dir + "/sst2-eval");
+    const std::vector<std::string> files = finetune::write_predictions(again, dir + "/sst2-eval");
+    CHECK(files.size() == 3);  // predictions_dev.jsonl, predictions_test.jsonl, SST-2.tsv
+    for (const char* f : {"/predictions_dev.jsonl", "/predictions_test.jsonl", "/SST-2.tsv"})
+      CHECK(read_file(dir + "/sst2-eval" + f) == read_file(dir + "/sst2" + f));
   }
   SECTION("MNLI reports matched and mismatched, MRPC F1, CoLA MCC, STS-B regression") {
     const nlohmann::json m = run_ft(ckpt, "glue/mnli", kFixtures + "/glue", dir + "/mnli");
     CHECK(is_fraction(m["metrics"]["dev_matched"]["accuracy"]));
     CHECK(is_fraction(m["metrics"]["dev_mismatched"]["accuracy"]));
     CHECK(m["metrics"]["dev_matched"].size() == 1);
+    CHECK_FALSE(m["metrics"].contains("test_matched"));  // predicted, not scored
+    // MNLI's two test files and the diagnostic set, predicted by the MNLI model.
+    const std::vector<std::string> nli = {"entailment", "neutral", "contradiction"};
+    check_submission(dir + "/mnli", m, "MNLI-m.tsv", kFixtures + "/glue/MNLI/test_matched.tsv", nli);
+    check_submission(dir + "/mnli", m, "MNLI-mm.tsv", kFixtures + "/glue/MNLI/test_mismatched.tsv", nli);
+    check_submission(dir + "/mnli", m, "AX.tsv", kFixtures + "/glue/diagnostic/diagnostic.tsv", nli);
+    check_example_predictions(dir + "/mnli", m);
     const nlohmann::json mrpc = run_ft(ckpt, "glue/mrpc", kFixtures + "/glue", dir + "/mrpc");
     CHECK(mrpc["metrics"]["dev"].contains("f1"));
+    check_submission(dir + "/mrpc", mrpc, "MRPC.tsv", kFixtures + "/glue/MRPC/test.tsv", {"0", "1"});
+    check_example_predictions(dir + "/mrpc", mrpc);
     const nlohmann::json cola = run_ft(ckpt, "glue/cola", kFixtures + "/glue", dir + "/cola");
     CHECK(cola["metrics"]["dev"].contains("matthews_correlation"));
+    check_submission(dir + "/cola", cola, "CoLA.tsv", kFixtures + "/glue/CoLA/test.tsv", {"0", "1"});
+    check_example_predictions(dir + "/cola", cola);
     const nlohmann::json s = run_ft(ckpt, "glue/stsb", kFixtures + "/glue", dir + "/stsb");
     CHECK(s["metrics"]["dev"].contains("pearson"));
     CHECK(s["metrics"]["dev"].contains("spearmanr"));
+    check_submission(dir + "/stsb", s, "STS-B.tsv", kFixtures + "/glue/STS-B/test.tsv", {});
+    check_example_predictions(dir + "/stsb", s);
     CHECK(nlohmann::json::parse(read_file(dir + "/stsb/final/config.json"))["problem_type"] == "regression");
   }
   SECTION("multiple choice (RACE, HellaSwag) and long inputs are cut and counted") {
@@ -148,8 +247,13 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
     CHECK(is_fraction(r["metrics"]["test"]["accuracy"]));
     CHECK(r["truncated"]["train"].get<int64_t>() > 0);  // the articles exceed 48 tokens
+    check_example_predictions(dir + "/race", r);
     const nlohmann::json h = run_ft(ckpt, "hellaswag", kFixtures + "/hellaswag", dir + "/hs");
     CHECK(is_fraction(h["metrics"]["val"]["accuracy"]));
+    check_example_predictions(dir + "/hs", h);
+    const nlohmann::json first = nlohmann::json::parse(lines_of(dir + "/hs/predictions_val.jsonl").at(0));
+    CHECK(first["scores"].size() == 4);  // one logit per ending
+    CHECK(first["id"] == "24");          // the ind field
     CHECK(nlohmann::json::parse(read_file(dir + "/hs/final/config.json"))["architectures"][0] ==
           "BertForMultipleChoice");
   }
@@ -190,10 +294,14 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     CHECK(odds.begin()->is_number());
   }
   SECTION("BoolQ, IMDb, the sentence TSV; malformed rows skipped and counted") {
-    CHECK(
-        is_fraction(run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq")["metrics"]["dev"]["accuracy"]));
-    CHECK(
-        is_fraction(run_ft(ckpt, "imdb", kFixtures + "/imdb", dir + "/imdb")["metrics"]["test"]["accuracy"]));
+    const nlohmann::json bq = run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq");
+    CHECK(is_fraction(bq["metrics"]["dev"]["accuracy"]));
+    check_example_predictions(dir + "/bq", bq);
+    const nlohmann::json imdb = run_ft(ckpt, "imdb", kFixtures + "/imdb", dir + "/imdb");
+    CHECK(is_fraction(imdb["metrics"]["test"]["accuracy"]));
+    check_example_predictions(dir + "/imdb", imdb);
+    CHECK(nlohmann::json::parse(lines_of(dir + "/imdb/predictions_test.jsonl").at(0))["id"] ==
+          "test/neg/0_2.txt");
     const std::string data = dir + "/tsv";
     fs::create_directories(data);
     fs::copy_file(kFixtures + "/sentence_tsv/labels.txt", data + "/labels.txt");
@@ -268,18 +376,29 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   CHECK(is_fraction(r["metrics"]["dev"]["accuracy"]));
   CHECK(nlohmann::json::parse(read_file(dir + "/rte/final/config.json"))["architectures"][0] ==
         "GPT2ForSequenceClassification");
+  check_submission(dir + "/rte", r, "RTE.tsv", kFixtures + "/glue/RTE/test.tsv",
+                   {"entailment", "not_entailment"});
+  check_example_predictions(dir + "/rte", r);
   REQUIRE_THROWS_WITH(run_ft(ckpt, "race/middle", kFixtures + "/race/RACE", dir + "/x"),
                       Catch::Contains("zero-shot"));
 
   finetune::EvalOptions z{ckpt, "race/middle", kFixtures + "/race/RACE", true, {"train.threads=1"}, false};
-  const nlohmann::json race = finetune::evaluate_benchmark(z);
+  nlohmann::json race = finetune::evaluate_benchmark(z);
   for (const char* split : {"dev", "test"}) {
     CHECK(is_fraction(race["metrics"][split]["accuracy"]));
     CHECK(is_fraction(race["metrics"][split]["accuracy_length_normalized"]));
     CHECK(race["metrics"][split]["examples_per_s"].get<double>() > 0);
   }
+  // Zero-shot predictions per example: both accuracies recomputed from the lines.
+  fs::create_directories(dir + "/race-zs");
+  finetune::write_predictions(race, dir + "/race-zs");
+  check_example_predictions(dir + "/race-zs", race);
   z.task = "boolq", z.data = kFixtures + "/boolq";
-  CHECK(is_fraction(finetune::evaluate_benchmark(z)["metrics"]["dev"]["accuracy"]));
+  nlohmann::json boolq = finetune::evaluate_benchmark(z);
+  CHECK(is_fraction(boolq["metrics"]["dev"]["accuracy"]));
+  fs::create_directories(dir + "/boolq-zs");
+  finetune::write_predictions(boolq, dir + "/boolq-zs");
+  check_example_predictions(dir + "/boolq-zs", boolq);
 
   // Perplexity: the window stride changes the contexts but every token is scored once.
   finetune::EvalOptions w{ckpt,

@@ -9,7 +9,8 @@
 //              SST-2/, MRPC/, QQP/, STS-B/, MNLI/ with dev_matched / dev_mismatched, QNLI/,
 //              RTE/, WNLI/); DIR may also be the task folder itself. Tab-separated, no quote
 //              processing (QQP and MNLI hold bare quotes), per-task column layouts, CoLA
-//              without a header; the test files have no labels (label = -1).
+//              without a header; the test files have no labels (label = -1). The diagnostic
+//              set AX (task "ax", split "test"): DIR/diagnostic/diagnostic.tsv.
 //   SQuAD      train-v1.1.json / dev-v1.1.json / train-v2.0.json / dev-v2.0.json;
 //              answer_start counts Unicode code points; v2.0 is_impossible, plausible_answers.
 //   RACE       RACE/{train,dev,test}/{middle,high}/*.txt, one JSON object per passage file
@@ -65,9 +66,15 @@ std::vector<std::string> glue_tasks();
 //   qnli, rte entailment not_entailment | wnli not_entailment entailment.
 std::vector<std::string> glue_labels(const std::string& task);
 // split: train | dev | test; for mnli also dev_matched | dev_mismatched | test_matched |
-// test_mismatched ("dev" is an error for mnli, naming the two).
+// test_mismatched ("dev" is an error for mnli, naming the two). task "ax": the diagnostic set
+// (MNLI's labels; split "test" only, unlabeled).
 TextDataset read_glue(const std::string& task, const std::string& dir, const std::string& split,
                       const ReadOptions& opt = {});
+// Whether read_glue would find the split's file in `dir` (an unknown task or split throws).
+bool glue_has_split(const std::string& task, const std::string& dir, const std::string& split);
+// Label `id` as the task's files spell it: "0"/"1" for cola sst2 mrpc qqp wnli, the name for
+// mnli ax qnli rte (the spelling the GLUE leaderboard's submission files take).
+std::string glue_label_text(const std::string& task, int32_t id);
 
 // split: train | test. Label 0 = neg, 1 = pos. Files sorted by name within pos/ and neg/,
 // neg first; the id is "<split>/<pos|neg>/<file name>".

@@ -20,6 +20,9 @@
 //   QNLI   index  question  sentence  label(entailment/not_entailment)     test without label
 //   RTE    index  sentence1  sentence2  label(entailment/not_entailment)   test without label
 //   WNLI   index  sentence1  sentence2  label(0/1)                          test without label
+//   AX     (the diagnostic set, MNLI's labels, test only) index  sentence1  sentence2, in
+//          DIR/diagnostic/diagnostic.tsv (download_glue_data.py's place for it) or
+//          DIR/diagnostic.tsv
 //
 // A row with another column count, an unknown label, a bad score or invalid UTF-8 is malformed;
 // a header that differs from the layout's fails the file (FILE:1).
@@ -57,6 +60,10 @@ const std::vector<Task>& tasks() {
       {"qnli", "QNLI", {"entailment", "not_entailment"}, false},
       {"rte", "RTE", {"entailment", "not_entailment"}, false},
       {"wnli", "WNLI", {"not_entailment", "entailment"}, true},
+      {"ax",
+       "diagnostic",
+       {"entailment", "neutral", "contradiction"},
+       false},  // not trained: not in glue_tasks
   };
   return t;
 }
@@ -73,8 +80,8 @@ const Task& find_task(const std::string& name) {
   const std::string key = canonical(name);
   for (const Task& t : tasks())
     if (t.name == key) return t;
-  fail("benchmarks", "unknown GLUE task '{}' (expected one of: cola sst2 mrpc qqp stsb mnli qnli rte wnli)",
-       name);
+  fail("benchmarks",
+       "unknown GLUE task '{}' (expected one of: cola sst2 mrpc qqp stsb mnli qnli rte wnli ax)", name);
 }
 
 // The columns of one split's file; `header` false for CoLA's train/dev (columns then only name
@@ -153,6 +160,7 @@ Layout layout_of(const std::string& task, const std::string& split) {
     if (!test) l.label = static_cast<int>(l.columns.size()) - 1;  // gold_label
     return l;
   }
+  if (task == "ax") return Layout{.columns = {"index", "sentence1", "sentence2"}, .id = 0, .a = 1, .b = 2};
   const bool qnli = task == "qnli";  // qnli, rte, wnli
   return with_target(
       Layout{.columns = {"index", qnli ? "question" : "sentence1", qnli ? "sentence" : "sentence2"},
@@ -172,25 +180,39 @@ void check_split(const Task& t, const std::string& split) {
            "unknown glue/mnli split '{}' (expected train, dev_matched, dev_mismatched, test_matched or "
            "test_mismatched)",
            split);
+  } else if (t.name == "ax") {
+    if (split != "test")
+      fail("benchmarks", "glue/ax (the diagnostic set) has only a test split, not '{}'", split);
   } else if (split != "train" && split != "dev" && split != "test") {
     fail("benchmarks", "unknown glue/{} split '{}' (expected train, dev or test)", t.name, split);
   }
 }
 
-// DIR/<Folder>/<split>.tsv, else DIR/<split>.tsv (DIR the task folder itself).
-std::string split_file(const Task& t, const std::string& dir, const std::string& split) {
-  const fs::path in_glue = fs::path(dir) / t.folder / (split + ".tsv"),
-                 in_task = fs::path(dir) / (split + ".tsv");
+// The file of a split: DIR/<Folder>/<split>.tsv, else DIR/<split>.tsv (DIR the task folder
+// itself); AX's test split is diagnostic.tsv. "" when neither exists.
+std::string find_split_file(const Task& t, const std::string& dir, const std::string& split) {
+  const std::string stem = t.name == "ax" ? "diagnostic" : split;
+  const fs::path in_glue = fs::path(dir) / t.folder / (stem + ".tsv"),
+                 in_task = fs::path(dir) / (stem + ".tsv");
   // Anything there but a folder is taken: the reader names a FIFO or a device as such.
   std::error_code ec;
   if (fs::exists(in_glue, ec) && !fs::is_directory(in_glue, ec)) return in_glue.string();
   if (fs::exists(in_task, ec) && !fs::is_directory(in_task, ec)) return in_task.string();
+  return "";
+}
+
+std::string split_file(const Task& t, const std::string& dir, const std::string& split) {
+  const std::string found = find_split_file(t, dir, split);
+  if (!found.empty()) return found;
+  const std::string stem = t.name == "ax" ? "diagnostic" : split;
   const char* splits = t.name == "mnli" ? "{train,dev_matched,dev_mismatched,test_matched,test_mismatched}"
+                       : t.name == "ax" ? "diagnostic"
                                         : "{train,dev,test}";
   fail("benchmarks",
        "glue/{}: neither {} nor {} exists (the GLUE layout, as download_glue_data.py writes it: "
        "DIR/{}/{}.tsv, DIR the GLUE data folder or the {} folder itself)",
-       t.name, in_glue.string(), in_task.string(), t.folder, splits, t.folder);
+       t.name, (fs::path(dir) / t.folder / (stem + ".tsv")).string(),
+       (fs::path(dir) / (stem + ".tsv")).string(), t.folder, splits, t.folder);
 }
 
 std::string joined(const std::vector<std::string>& v, std::string_view sep) {
@@ -248,11 +270,25 @@ std::string parse_row(const Task& t, const Layout& l, std::string_view line, Tex
 
 std::vector<std::string> glue_tasks() {
   std::vector<std::string> out;
-  for (const Task& t : tasks()) out.push_back(t.name);
+  for (const Task& t : tasks())
+    if (t.name != "ax") out.push_back(t.name);
   return out;
 }
 
 std::vector<std::string> glue_labels(const std::string& task) { return find_task(task).labels; }
+
+std::string glue_label_text(const std::string& task, int32_t id) {
+  const Task& t = find_task(task);
+  if (id < 0 || static_cast<size_t>(id) >= t.labels.size())
+    fail("benchmarks", "glue/{}: label id {} out of range [0, {})", t.name, id, t.labels.size());
+  return t.numeric ? std::to_string(id) : t.labels[static_cast<size_t>(id)];
+}
+
+bool glue_has_split(const std::string& task, const std::string& dir, const std::string& split) {
+  const Task& t = find_task(task);
+  check_split(t, split);
+  return !find_split_file(t, dir, split).empty();
+}
 
 TextDataset read_glue(const std::string& task, const std::string& dir, const std::string& split,
                       const ReadOptions& opt) {
