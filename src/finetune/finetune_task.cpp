@@ -260,7 +260,7 @@ class FinetuneTask : public Task {
       EvalSplit t;
       t.data = finetune::read_split(spec_, cfg_.data.path, s.split, {cfg_.data.skip_bad_rows},
                                     cfg_.data.max_examples);
-      t.items = encode_split(t.data, false, t.truncated, nullptr);
+      t.items = encoder_->encode(t.data, false, t.truncated);
       fmt::print(
           "data: {} {}: {} examples{}, predicted for {}\n", spec_.name, s.split, t.data.size(),
           t.data.stats().skipped ? fmt::format(", {} malformed rows skipped", t.data.stats().skipped) : "",
