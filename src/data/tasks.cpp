@@ -1,6 +1,7 @@
 #include "data/tasks.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "tensor/philox.h"
@@ -290,6 +291,55 @@ int32_t solve(const TaskSpec& t, const std::vector<int32_t>& s) {
   malformed(t, s, "unknown kind");
 }
 
+std::vector<int32_t> running_counts(const TaskSpec& t, const std::vector<int32_t>& s) {
+  const int32_t label = solve(t, s);  // checks the format first
+  const auto L = static_cast<int64_t>(s.size());
+  // Which positions are counted items, and which of them add one.
+  std::function<bool(int32_t)> item, counted;
+  int64_t end = L;
+  switch (t.kind) {
+    case Kind::count_sum:
+    case Kind::count_ones:
+      item = counted = [](int32_t tok) { return tok == digit(1); };
+      break;
+    case Kind::count_random:
+      item = [](int32_t tok) { return tok == digit(0) || tok == digit(1); };
+      counted = [](int32_t tok) { return tok == digit(1); };
+      break;
+    case Kind::count_word: {
+      const int32_t query = s[static_cast<size_t>(L - 1)];
+      end = L - 2;  // before '? q'
+      item = is_letter;
+      counted = [query](int32_t tok) { return tok == query; };
+      break;
+    }
+    default:
+      fail("tasks", "{}: not a counting task: it has no running count", t.name);
+  }
+  std::vector<int32_t> out;
+  int32_t n = 0;
+  for (int64_t i = 1; i < end; ++i) {
+    const int32_t tok = s[static_cast<size_t>(i)];
+    if (!item(tok)) continue;
+    n += counted(tok);
+    out.push_back(n);
+  }
+  SAOBP_CHECK(out.empty() ? label == 0 : out.back() == label, "tasks",
+              "{}: the running count ends at {}, the label is {}", t.name, out.empty() ? 0 : out.back(),
+              label);
+  return out;
+}
+
+std::vector<int32_t> answer_tokens(const TaskSpec& t, const std::vector<int32_t>& s, bool chain) {
+  const std::vector<int32_t> counts = running_counts(t, s);
+  std::vector<int32_t> out;
+  if (chain)
+    for (int32_t c : counts) out.push_back(kCount + c);
+  out.push_back(kAnswer);
+  out.push_back(kCount + (counts.empty() ? 0 : counts.back()));
+  return out;
+}
+
 int64_t train_length(const TaskSpec& t, uint64_t seed, uint64_t index, int64_t max_length) {
   if (max_length < t.min_length || max_length > kMaxLength)
     fail("tasks", "{}: train.seq_len {} is outside [{}, {}]", t.name, max_length, t.min_length, kMaxLength);
@@ -349,6 +399,10 @@ std::string render(const std::vector<int32_t>& tokens) {
           out += static_cast<char>('0' + tok - kDigit);
         else if (is_letter(tok))
           out += static_cast<char>('a' + tok - kLetter);
+        else if (tok == kAnswer)
+          out += "=>";
+        else if (tok >= kCount && tok < kLmVocabSize)
+          out += fmt::format("#{}", tok - kCount);
         else
           out += fmt::format("<{}>", tok);
     }

@@ -97,6 +97,27 @@ struct Batch {
 Batch make_batch(const TaskSpec& t, uint64_t seed, Split split, const std::vector<int64_t>& lengths,
                  uint64_t first_index);
 
+// ---- The counting tasks answered by a language model (data.answer = "direct" or "chain") ----
+//
+// A causal decoder reads the example and writes its answer as tokens after it, so it is trained
+// on next-token prediction and evaluated by generation. Two more kinds of token follow the task
+// vocabulary: kAnswer ('=>', the answer follows) and the counts kCount + n (n = 0 .. kMaxLength -
+// 1, rendered '#n'), one token per number as the classification form has one class per count.
+constexpr int32_t kAnswer = kVocabSize;                // 33
+constexpr int32_t kCount = kAnswer + 1;                // 34 .. 1057
+constexpr int32_t kLmVocabSize = kCount + kMaxLength;  // 1058
+
+// The running count of a counting example after each of its counted items, in order: the terms of
+// count_sum, the ones of count_ones, the bits of count_random, the words of count_word (counting
+// those equal to the query); the separators are not items. The last is solve()'s label (an
+// example with no item gives none). Throws for the other tasks and on a malformed sequence.
+std::vector<int32_t> running_counts(const TaskSpec& t, const std::vector<int32_t>& tokens);
+
+// The tokens a language model writes after `tokens`: chain = false, the direct answer
+// `=> #c`; chain = true, the chain of thought `#r1 #r2 ... #rm => #c` (running_counts, then the
+// answer c = rm).
+std::vector<int32_t> answer_tokens(const TaskSpec& t, const std::vector<int32_t>& tokens, bool chain);
+
 // A readable rendering ("[CLS] 3 1 1 1", "a>b c>d ? a") for messages and docs.
 std::string render(const std::vector<int32_t>& tokens);
 // The name of label `label` of task t ("3", "17", "b"), as id2label of the HF config.

@@ -50,7 +50,8 @@ std::string prediction_lines(const BenchmarkSpec& b, const SplitData& d, const S
     if (label >= 0) l["label"] = label;
     l["prediction"] = o.pred[i];
     Line scores = Line::array();
-    for (int64_t k = 0; k < o.K; ++k) scores.push_back(short_float(o.logits[i * static_cast<size_t>(o.K) + k]));
+    for (int64_t k = 0; k < o.K; ++k)
+      scores.push_back(short_float(o.logits[i * static_cast<size_t>(o.K) + k]));
     l["scores"] = std::move(scores);
     emit(l);
   }

@@ -14,12 +14,13 @@
 #include "data/tasks.h"
 #include "model/heads.h"
 #include "train/task.h"
+#include "train/task_eval.h"
 
 namespace saobp {
 
-namespace {
-
 namespace fs = std::filesystem;
+
+namespace {
 
 class ClsTask : public Task {
  public:
@@ -78,48 +79,13 @@ class ClsTask : public Task {
   }
 
   nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
-    const ModelSection& m = cfg_.model;
-    nlohmann::json rows = nlohmann::json::array();
-    std::string csv = "length,accuracy,loss,examples\n";
-    std::string table = fmt::format(
-        "{}: accuracy per sequence length ({}, {} attention, positions {}, trained on "
-        "lengths {}..{}; chance {:.4f})\n  length  accuracy      loss  examples\n",
-        spec_.name, m.family, variant_name(m.attention.variant), m.positions, spec_.min_length,
-        cfg_.train.seq_len, 1.0 / static_cast<double>(spec_.num_classes));
-    for (const int64_t L : cfg_.data.eval_lengths) {
-      std::string skip;
-      if (L < spec_.min_length)
-        skip = fmt::format("below the task's minimum length {}", spec_.min_length);
-      else if (L > tasks::kMaxLength)
-        skip = fmt::format("above the tasks' maximum length {}", tasks::kMaxLength);
-      else if (L > m.max_positions)
-        skip = fmt::format("above model.max_positions {}", m.max_positions);
-      if (!skip.empty()) {
-        rows.push_back({{"length", L}, {"skipped", skip}});
-        table += fmt::format("  {:6d}  skipped: {}\n", L, skip);
-        continue;
-      }
-      const EvalResult r = evaluate_at(L);
-      rows.push_back(
-          {{"length", L}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"examples", r.predictions}});
-      csv += fmt::format("{},{:.6f},{:.6f},{}\n", L, r.accuracy, r.loss, r.predictions);
-      table += fmt::format("  {:6d}  {:8.4f}  {:8.4f}  {:8d}\n", L, r.accuracy, r.loss, r.predictions);
-    }
-    const nlohmann::json out = {{"task", spec_.name},
-                                {"family", m.family},
-                                {"attention", variant_name(m.attention.variant)},
-                                {"positions", m.positions},
-                                {"train_min_length", spec_.min_length},
-                                {"train_max_length", cfg_.train.seq_len},
-                                {"num_classes", spec_.num_classes},
-                                {"results", rows}};
-    if (!out_dir.empty()) {
-      fs::create_directories(out_dir);
-      write_file_atomic((fs::path(out_dir) / "task_eval.csv").string(), csv);
-      write_file_atomic((fs::path(out_dir) / "task_eval.json").string(), out.dump(2) + "\n");
-    }
-    if (print) fmt::print("{}", table);
-    return out;
+    return evaluate_lengths(
+        cfg_, spec_, [](int64_t) { return 0; },
+        [&](int64_t L) {
+          const EvalResult r = evaluate_at(L);
+          return LengthEval{r.accuracy, r.loss, r.predictions};
+        },
+        out_dir, print);
   }
 
   nlohmann::json hf_config() const override {
@@ -181,6 +147,70 @@ class ClsTask : public Task {
 };
 
 }  // namespace
+
+nlohmann::json evaluate_lengths(const RunConfig& cfg, const tasks::TaskSpec& spec,
+                                const std::function<int64_t(int64_t)>& answer_tokens,
+                                const std::function<LengthEval(int64_t)>& at, const std::string& out_dir,
+                                bool print, const nlohmann::json& header,
+                                const std::vector<std::string>& extra_columns) {
+  const ModelSection& m = cfg.model;
+  nlohmann::json rows = nlohmann::json::array();
+  std::string extra_head;
+  for (const std::string& c : extra_columns) extra_head += "," + c;
+  std::string csv = "length,accuracy,loss,examples" + extra_head + "\n";
+  std::string table = fmt::format(
+      "{}: accuracy per sequence length ({}, {} attention, positions {}, trained on "
+      "lengths {}..{}; chance {:.4f})\n  length  accuracy      loss  examples",
+      spec.name, m.family, variant_name(m.attention.variant), m.positions, spec.min_length, cfg.train.seq_len,
+      1.0 / static_cast<double>(spec.num_classes));
+  for (const std::string& c : extra_columns) table += fmt::format("  {:>12}", c);
+  table += "\n";
+  for (const int64_t L : cfg.data.eval_lengths) {
+    std::string skip;
+    if (L < spec.min_length)
+      skip = fmt::format("below the task's minimum length {}", spec.min_length);
+    else if (L > tasks::kMaxLength)
+      skip = fmt::format("above the tasks' maximum length {}", tasks::kMaxLength);
+    else if (const int64_t n = L + answer_tokens(L); n > m.max_positions)
+      skip = n == L
+                 ? fmt::format("above model.max_positions {}", m.max_positions)
+                 : fmt::format("{} tokens with the answer, above model.max_positions {}", n, m.max_positions);
+    if (!skip.empty()) {
+      rows.push_back({{"length", L}, {"skipped", skip}});
+      table += fmt::format("  {:6d}  skipped: {}\n", L, skip);
+      continue;
+    }
+    const LengthEval r = at(L);
+    nlohmann::json row = {
+        {"length", L}, {"accuracy", r.accuracy}, {"loss", r.loss}, {"examples", r.examples}};
+    row.update(r.extra);
+    rows.push_back(row);
+    csv += fmt::format("{},{:.6f},{:.6f},{}", L, r.accuracy, r.loss, r.examples);
+    table += fmt::format("  {:6d}  {:8.4f}  {:8.4f}  {:8d}", L, r.accuracy, r.loss, r.examples);
+    for (const std::string& c : extra_columns) {
+      const double v = r.extra.contains(c) && r.extra[c].is_number() ? r.extra[c].get<double>() : NAN;
+      csv += fmt::format(",{:.6f}", v);
+      table += fmt::format("  {:12.4f}", v);
+    }
+    csv += "\n", table += "\n";
+  }
+  nlohmann::json out = {{"task", spec.name},
+                        {"family", m.family},
+                        {"attention", variant_name(m.attention.variant)},
+                        {"positions", m.positions},
+                        {"train_min_length", spec.min_length},
+                        {"train_max_length", cfg.train.seq_len},
+                        {"num_classes", spec.num_classes},
+                        {"results", rows}};
+  out.update(header);
+  if (!out_dir.empty()) {
+    fs::create_directories(out_dir);
+    write_file_atomic((fs::path(out_dir) / "task_eval.csv").string(), csv);
+    write_file_atomic((fs::path(out_dir) / "task_eval.json").string(), out.dump(2) + "\n");
+  }
+  if (print) fmt::print("{}", table);
+  return out;
+}
 
 std::unique_ptr<Task> make_cls_task(const RunConfig& cfg) { return std::make_unique<ClsTask>(cfg); }
 

@@ -89,6 +89,10 @@ struct DataSection {
   std::string task;  // a long-range task name (kind = "task")
   double valid_fraction = 0.01;
   std::vector<int64_t> eval_lengths = {16, 32, 64, 128, 256, 512};  // tasks: accuracy per length
+  // tasks: how the answer is given: "class" (a classification head), or written by a decoder's
+  // language-model head after the example, "direct" (=> #count) or "chain" (the running counts,
+  // then => #count: counting with a chain of thought), evaluated by generation (data/tasks.h).
+  std::string answer = "class";
   // Benchmarks (kind = "benchmark", data.task a benchmark name, data.path its folder; see
   // docs/finetune.md): skip and count malformed rows instead of failing; use at most
   // max_examples examples of each split (0 = all); SQuAD's document stride, question and answer

@@ -195,6 +195,11 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins) {
                 std::all_of(d.eval_lengths.begin(), d.eval_lengths.end(), [](int64_t v) { return v >= 2; }),
             "data.eval_lengths", "must be a non-empty array of lengths >= 2");
   CFG_CHECK(d.kind != "task" || !d.task.empty(), "data.task", "must name a task when data.kind = \"task\"");
+  enum_check("data.answer", d.answer, {"class", "direct", "chain"});
+  CFG_CHECK(d.answer == "class" || (d.kind == "task" && m.family == "gpt2"), "data.answer",
+            "\"{}\" is written by a decoder after a task's example: it needs data.kind = \"task\" and "
+            "model.family = \"gpt2\" (got \"{}\" and \"{}\")",
+            d.answer, d.kind, m.family);
   CFG_CHECK(d.vocab_size > 0 && d.vocab_size <= m.vocab_size, "data.vocab_size",
             "must be in [1, model.vocab_size = {}], got {}", m.vocab_size, d.vocab_size);
   CFG_CHECK(d.mlm_probability > 0 && d.mlm_probability < 1, "data.mlm_probability",

@@ -280,6 +280,7 @@ const std::vector<Field>& schema() {
       field("data", "task", &R::data, &D::task),
       field("data", "valid_fraction", &R::data, &D::valid_fraction),
       field("data", "eval_lengths", &R::data, &D::eval_lengths),
+      field("data", "answer", &R::data, &D::answer),
       field("data", "skip_bad_rows", &R::data, &D::skip_bad_rows),
       field("data", "max_examples", &R::data, &D::max_examples),
       field("data", "doc_stride", &R::data, &D::doc_stride),

@@ -165,7 +165,7 @@ std::unique_ptr<Task> make_task(const RunConfig& cfg) {
   run_device(cfg);  // a device this build and machine cannot give is refused before any data is read
   const std::string& kind = cfg.data.kind;
   if (const auto it = task_makers().find(kind); it != task_makers().end()) return it->second(cfg);
-  if (kind == "task") return make_cls_task(cfg);
+  if (kind == "task") return cfg.data.answer == "class" ? make_cls_task(cfg) : make_answer_task(cfg);
   if (kind == "benchmark")
     fail("train", "data.kind 'benchmark': this program registered no task for it (finetune::register_tasks)");
   if (cfg.model.family == "bert") return make_mlm_task(cfg);

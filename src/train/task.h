@@ -119,6 +119,9 @@ std::unique_ptr<Task> make_mlm_task(const RunConfig& cfg);
 std::unique_ptr<Task> make_clm_task(const RunConfig& cfg);
 // data.kind "task": data.task (data/tasks.h) with a sequence-classification head (cls_task.cpp).
 std::unique_ptr<Task> make_cls_task(const RunConfig& cfg);
+// data.kind "task" with data.answer "direct" or "chain": a counting task answered by a decoder's
+// language-model head, evaluated by generation (answer_task.cpp).
+std::unique_ptr<Task> make_answer_task(const RunConfig& cfg);
 
 // The body of model.family (bert: the encoder, gpt2: the decoder), seeded by train.seed; the
 // task adds its head.

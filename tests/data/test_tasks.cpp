@@ -2,6 +2,7 @@
 // padding, the classification task's wiring, and a short run that learns copy_first.
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
@@ -9,6 +10,8 @@
 #include "core/fs.h"
 #include "data/tasks.h"
 #include "support.h"
+#include "train/analysis.h"
+#include "train/generate.h"
 #include "train/task.h"
 #include "train/trainer.h"
 
@@ -248,9 +251,129 @@ TEST_CASE("tasks: every configs/tasks file loads and builds its task", "[tasks]"
     INFO(f.path().string());
     const RunConfig cfg = load_config(f.path().string(), {"train.run_dir=" + temp_dir("cfg")});
     CHECK(cfg.data.kind == "task");
-    CHECK(cfg.data.task == f.path().stem().string());
+    // <task>.toml, or <task>_<answer>.toml for a decoder's written answer (data.answer).
+    const std::string stem = f.path().stem().string();
+    CHECK((cfg.data.task == stem || cfg.data.task + "_" + cfg.data.answer == stem));
     CHECK(make_task(cfg)->hf_config()["saobp_task"] == cfg.data.task);
     seen.insert(cfg.data.task);
   }
   CHECK(seen.size() == tk::task_names().size());
+}
+
+TEST_CASE("tasks: running counts and the answers a decoder writes, by hand", "[tasks]") {
+  const int32_t d0 = tk::kDigit, d1 = tk::kDigit + 1, a = tk::kLetter, b = tk::kLetter + 1;
+  const auto counts = [](std::vector<int32_t> c) {
+    for (int32_t& x : c) x += tk::kCount;
+    return c;
+  };
+  // count_random: the bits are the items, the ones add one.
+  const std::vector<int32_t> bits = {tk::kCls, d1, d0, d1, d1};
+  CHECK(tk::running_counts(tk::task_spec("count_random"), bits) == std::vector<int32_t>{1, 1, 2, 3});
+  std::vector<int32_t> chain = counts({1, 1, 2, 3});
+  chain.insert(chain.end(), {tk::kAnswer, tk::kCount + 3});
+  CHECK(tk::answer_tokens(tk::task_spec("count_random"), bits, true) == chain);
+  CHECK(tk::answer_tokens(tk::task_spec("count_random"), bits, false) ==
+        std::vector<int32_t>{tk::kAnswer, tk::kCount + 3});
+  CHECK(tk::render(chain) == "#1 #1 #2 #3 => #3");
+  // The separator is not an item.
+  CHECK(tk::running_counts(tk::task_spec("count_random_sep"), {tk::kCls, d1, d0, d1, d1, d0, tk::kSep, d1}) ==
+        std::vector<int32_t>{1, 1, 2, 3, 3, 4});
+  // count_word: the words before '? q', counting q.
+  CHECK(tk::running_counts(tk::task_spec("count_word"), {tk::kCls, a, b, a, tk::kQuery, a}) ==
+        std::vector<int32_t>{1, 1, 2});
+  // count_sum: the terms, whatever the operator after the last.
+  CHECK(tk::running_counts(tk::task_spec("count_sum"), {tk::kCls, d1, tk::kPlus, d1, tk::kPlus, d1}) ==
+        std::vector<int32_t>{1, 2, 3});
+  CHECK(tk::running_counts(tk::task_spec("count_sum"), {tk::kCls, d1, tk::kPlus, d1, tk::kEquals}) ==
+        std::vector<int32_t>{1, 2});
+  CHECK(tk::running_counts(tk::task_spec("count_ones"), {tk::kCls, d1, d1}) == std::vector<int32_t>{1, 2});
+  // Over generated examples: the chain ends at the label and has one count per item.
+  for (const std::string& name : tk::task_names()) {
+    const tk::TaskSpec t = tk::task_spec(name);
+    if (name.rfind("count_", 0) != 0) {
+      CHECK_ERROR(tk::running_counts(t, tk::generate(t, 42, tk::Split::train, 16, 0).tokens),
+                  Catch::Contains("not a counting task"));
+      continue;
+    }
+    for (const int64_t L : {4, 17, 64, 1024})
+      for (uint64_t i = 0; i < 3; ++i) {
+        const tk::Example e = tk::generate(t, 42, tk::Split::test, L, i);
+        const std::vector<int32_t> r = tk::running_counts(t, e.tokens);
+        INFO(name << " L " << L << " " << tk::render(e.tokens));
+        REQUIRE(!r.empty());
+        CHECK(r.back() == e.label);
+        CHECK(r.front() <= 1);
+        for (size_t k = 1; k < r.size(); ++k) CHECK((r[k] == r[k - 1] || r[k] == r[k - 1] + 1));
+      }
+  }
+  CHECK_ERROR(tk::running_counts(tk::task_spec("count_ones"), {tk::kCls, d1, d0}),
+              Catch::Contains("[tasks]"));
+}
+
+// The answer form: the labels are the answer's tokens only; final_evaluation's generated answers
+// equal those of saobp generate's decoding of each test example alone.
+TEST_CASE("tasks: a decoder writes the count, directly or with a chain of thought", "[tasks]") {
+  const std::string dir = temp_dir("answer-form");
+  TrainOptions quiet;
+  quiet.quiet = true;
+  for (const std::string answer : {"direct", "chain"}) {
+    INFO(answer);
+    const RunConfig cfg = tiny_task(
+        "count_ones", dir + "/" + answer,
+        {"model.family=gpt2", "data.answer=" + answer, "model.vocab_size=1058", "model.max_positions=64",
+         "train.seq_len=12", "train.max_steps=200", "train.warmup_steps=20", "train.threads=2",
+         "data.eval_lengths=[8, 12, 40]", "train.eval_batches=2"});
+    {
+      const std::unique_ptr<Task> task = make_task(cfg);
+      CHECK(task->hf_config()["architectures"][0] == "GPT2LMHeadModel");
+      CHECK(task->hf_config()["saobp_answer"] == answer);
+    }
+    const TrainSummary s = train(cfg, quiet);
+    const nlohmann::json j =
+        nlohmann::json::parse(read_file((fs::path(s.final_checkpoint) / "task_eval.json").string()));
+    REQUIRE(j["results"].size() == 3);
+    CHECK(j["evaluated_by"] == "greedy generation");
+    // 40 ones with a chain of 39 counts and "=> #39" is 81 tokens: past max_positions 64.
+    if (answer == "chain")
+      CHECK(j["results"][2]["skipped"].get<std::string>().find("with the answer") != std::string::npos);
+    // Each test example alone through saobp generate's decoding, its answer read the same way.
+    RunConfig loaded;
+    const std::unique_ptr<Task> task = load_checkpoint_task(s.final_checkpoint, {}, loaded, "test");
+    const tk::TaskSpec spec = tk::task_spec("count_ones");
+    for (size_t row = 0; row < 2; ++row) {
+      const int64_t L = j["results"][row]["length"].get<int64_t>();
+      int64_t correct = 0, chain_ok = 0, n = 0;
+      for (uint64_t i = 0; i < 2 * 16; ++i) {
+        const tk::Example e = tk::generate(spec, 42, tk::Split::test, L, i);
+        const std::vector<int32_t> want = tk::answer_tokens(spec, e.tokens, answer == "chain");
+        GenerateOptions g;
+        g.sampling.greedy = true;
+        g.max_new_tokens = static_cast<int64_t>(want.size()) + 8;
+        const Generation out = generate(*task->lm_body(), *task->lm_head(), e.tokens, g);
+        const auto arrow = std::find(out.tokens.begin(), out.tokens.end(), tk::kAnswer);
+        const bool right =
+            arrow != out.tokens.end() && arrow + 1 != out.tokens.end() && *(arrow + 1) == want.back();
+        correct += right;
+        chain_ok += right && std::equal(out.tokens.begin(), arrow + 2, want.begin(), want.end());
+        ++n;
+      }
+      INFO("length " << L);
+      CHECK(j["results"][row]["accuracy"].get<double>() ==
+            static_cast<double>(correct) / static_cast<double>(n));
+      if (answer == "chain")
+        CHECK(j["results"][row]["chain_exact"].get<double>() ==
+              static_cast<double>(chain_ok) / static_cast<double>(n));
+    }
+    // At a trained length the direct answer is learned (count_ones is a function of the length).
+    if (answer == "direct") CHECK(j["results"][1]["accuracy"].get<double>() > 0.5);
+  }
+  // Refused: an encoder, a task that does not count, a vocabulary without the counts.
+  CHECK_ERROR(load_config("", {"data.kind=task", "data.task=count_ones", "data.answer=chain"}),
+              Catch::Contains("model.family = \"gpt2\""));
+  CHECK_ERROR(make_task(tiny_task("copy_first", dir,
+                                  {"model.family=gpt2", "data.answer=direct", "model.vocab_size=1058"})),
+              Catch::Contains("not a counting task"));
+  CHECK_ERROR(make_task(tiny_task("count_ones", dir, {"model.family=gpt2", "data.answer=direct"})),
+              Catch::Contains("model.vocab_size 33"));
+  fs::remove_all(dir);
 }

@@ -95,8 +95,9 @@ TEST_CASE("predictions: GLUE test files become the leaderboard's submission file
       REQUIRE(rows.size() == index.size() + 1);
       CHECK(rows[0] == "index\tprediction");
       for (size_t i = 0; i < index.size(); ++i)
-        CHECK(rows[i + 1] == index[i] + "\t" +
-                                 (regress ? fmt::format("{}.250", i) : spelled.at(t)[i % static_cast<size_t>(K)]));
+        CHECK(rows[i + 1] ==
+              index[i] + "\t" +
+                  (regress ? fmt::format("{}.250", i) : spelled.at(t)[i % static_cast<size_t>(K)]));
     }
   }
   // Exactly the eleven files of the leaderboard's zip.
@@ -138,14 +139,17 @@ TEST_CASE("predictions: per-example lines carry id, gold label, prediction and l
   // Unlabeled: no "label" key.
   const std::vector<std::string> t = lines_of(prediction_lines(sst2, test, round_robin(test, 2, false)));
   REQUIRE(t.size() == 2);
-  CHECK(nlohmann::json::parse(t[1]) == nlohmann::json({{"id", "1"}, {"prediction", 1}, {"scores", {0.1, 1.5}}}));
+  CHECK(nlohmann::json::parse(t[1]) ==
+        nlohmann::json({{"id", "1"}, {"prediction", 1}, {"scores", {0.1, 1.5}}}));
   // STS-B: the predicted and gold scores.
   const BenchmarkSpec stsb = benchmark_spec("glue/stsb");
   const SplitData sdev = read_split(stsb, kGlue, "dev", {});
-  const nlohmann::json s = nlohmann::json::parse(lines_of(prediction_lines(stsb, sdev, round_robin(sdev, 0, true)))[1]);
+  const nlohmann::json s =
+      nlohmann::json::parse(lines_of(prediction_lines(stsb, sdev, round_robin(sdev, 0, true)))[1]);
   CHECK(s["prediction"] == 1.25);
   CHECK(s["label"] == sdev.text.examples[1].score);
   // A count that does not match the split is an error naming it.
   o.pred = {1, 0};
-  CHECK_ERROR(prediction_lines(sst2, dev, o), Contains("glue/sst2 dev") && Contains("2 predictions for 1 examples"));
+  CHECK_ERROR(prediction_lines(sst2, dev, o),
+              Contains("glue/sst2 dev") && Contains("2 predictions for 1 examples"));
 }
