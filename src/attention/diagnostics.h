@@ -112,6 +112,9 @@ struct DiagnosticsOptions {
   int graph_nodes = 40;
   double peak_tau = 0.95;
   double sinky_fraction = 0.8;
+  // Consecutive layers per group of the sink statistics (sink_groups): 4, as the head-skip note
+  // groups GPT-2 medium's 24 layers (0-3, 4-7, ..., 20-23); the last group may be shorter.
+  int layer_group = 4;
   bool causal = false;        // decoder maps: sparsity ignores the upper triangle
   bool graph_metrics = true;  // CC and BC (the costliest part after GTD)
   bool per_sample = false;    // keep every (sample, layer, map, head)'s values (per_sample_csv)
@@ -135,9 +138,14 @@ struct HeadDiagnostics {
   double sink_value_norm = std::numeric_limits<double>::quiet_NaN();   // mean |v_j| over sink tokens
   double other_value_norm = std::numeric_limits<double>::quiet_NaN();  // mean |v_j| over the others
   int64_t sink_tokens = 0, other_tokens = 0;                           // token counts behind the two norms
-  double diagonal = 0;                                                 // positional_scores, mean over samples
-  double previous = std::numeric_limits<double>::quiet_NaN();          // over samples with n >= 2
-  std::vector<double> position_entropy;  // eq. 2 of row p, mean over samples with n > p
+  // Mean |v_j| over every token of the samples in which the head is sinky / is not, and the
+  // token counts behind them (the value norms of sink heads vs the other heads).
+  double sinky_head_value_norm = std::numeric_limits<double>::quiet_NaN();
+  double other_head_value_norm = std::numeric_limits<double>::quiet_NaN();
+  int64_t sinky_head_tokens = 0, other_head_tokens = 0;
+  double diagonal = 0;                                         // positional_scores, mean over samples
+  double previous = std::numeric_limits<double>::quiet_NaN();  // over samples with n >= 2
+  std::vector<double> position_entropy;                        // eq. 2 of row p, mean over samples with n > p
 };
 
 // A or B over all layers.
@@ -149,6 +157,34 @@ struct MapDiagnostics {
   // Fig. 4 column 4: entropy of each head of the last layer (== heads.back()[h].entropy).
   std::vector<double> last_layer_head_entropy;
 };
+
+// The head-skip note's table of sink statistics, for one group of consecutive layers of one map:
+//   sinky_share  the share of (sample, layer, head) triples whose head is sinky: the mean of the
+//                group's heads' sinky_rate (every head sees the same samples);
+//   skip_share   the share of (sample, layer, head) triples the model's head skip dropped: the
+//                mean of skip_rate over the group's layers (NaN when the model skips no head);
+//   sink_value_norm / other_value_norm: mean |v_j| over the sink tokens / the other tokens of
+//                every (sample, layer, head) of the group, pooled by token (the note's "sink
+//                tokens" vs "random tokens" rows), value_norm_delta = sink - other (its Δ_v);
+//   sinky_head_value_norm / other_head_value_norm: mean |v_j| over every token of the (sample,
+//                head) pairs that are sinky / are not, pooled by token.
+// Norms are NaN without values or without a token of their kind.
+struct SinkGroup {
+  int64_t first_layer = 0, last_layer = 0;  // inclusive
+  double sinky_share = 0;
+  double skip_share = std::numeric_limits<double>::quiet_NaN();
+  double sink_value_norm = std::numeric_limits<double>::quiet_NaN();
+  double other_value_norm = std::numeric_limits<double>::quiet_NaN();
+  double value_norm_delta = std::numeric_limits<double>::quiet_NaN();
+  int64_t sink_tokens = 0, other_tokens = 0;
+  double sinky_head_value_norm = std::numeric_limits<double>::quiet_NaN();
+  double other_head_value_norm = std::numeric_limits<double>::quiet_NaN();
+  int64_t sinky_head_tokens = 0, other_head_tokens = 0;
+};
+// The groups of `group` consecutive layers of md (layer 0 first), the whole model last (first
+// 0, last L - 1). skip_rate: per layer (DiagnosticsReport::skip_rate), or empty.
+std::vector<SinkGroup> sink_groups(const MapDiagnostics& md, const std::vector<double>& skip_rate,
+                                   int64_t group);
 
 // One (sample, layer, map, head) of the samples fed (analyze --per-sample, the scatter of the
 // paper's Fig. 2). sample: the index among all samples fed, in order (a sample with no token has
@@ -210,6 +246,8 @@ class DiagnosticsAccumulator {
     int64_t gtd_n = 0;
     double sink_norm = 0, other_norm = 0;
     int64_t sink_n = 0, other_n = 0;
+    double sinky_head_norm = 0, other_head_norm = 0;
+    int64_t sinky_head_n = 0, other_head_n = 0;
     double diagonal = 0, previous = 0;
     int64_t previous_n = 0;
     std::vector<double> position_entropy;

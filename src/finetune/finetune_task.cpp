@@ -5,8 +5,10 @@
 //             (K labels; K = 1 and an MSE loss for STS-B)
 //   choice    MultipleChoiceHead (bert): every (context, ending) pair through the encoder as one
 //             row, the K row logits of an example -> softmax over its endings
-//   span      SpanHead (bert): start and end logits, cross-entropy of each over the real
-//             tokens, averaged
+//   span      SpanHead: BertForQuestionAnswering or GPT2ForQuestionAnswering (qa_outputs on the
+//             final hidden states, after ln_f for GPT-2): start and end logits, cross-entropy of
+//             each over the real tokens, averaged; the null answer at [CLS] or, for GPT-2, at
+//             the feature's last token (squad_features.h)
 // Inputs and batches: finetune/inputs.h. Training batch n is the (n mod E)-th slice of B
 // examples of the permutation of epoch n / E (E batches per epoch, the last one shorter), drawn
 // from (seed, epoch): a pure function of n, so a resumed run continues the same order.
@@ -58,9 +60,10 @@ class FinetuneTask : public Task {
     if (tok_->vocab_size() > m.vocab_size)
       fail("finetune", "data.vocab {}: {} tokens, more than model.vocab_size = {}", cfg.data.vocab,
            tok_->vocab_size(), m.vocab_size);
-    if (m.family == "gpt2" && spec_.kind != Kind::classify && spec_.kind != Kind::regress)
+    if (m.family == "gpt2" && spec_.kind == Kind::choice)
       fail("finetune",
-           "{} with model.family gpt2: a decoder is scored zero-shot on it (saobp eval --zero-shot)",
+           "{} with model.family gpt2: multiple choice is an encoder's head here; a decoder is scored "
+           "zero-shot on it (saobp eval --zero-shot)",
            spec_.name);
     encoder_.emplace(
         spec_, *tok_,
@@ -209,7 +212,9 @@ class FinetuneTask : public Task {
     HeadLabels labels;
     if (spec_.kind == Kind::classify) labels.names = labels_;
     if (spec_.kind == Kind::regress) labels.names = {"LABEL_0"}, labels.problem_type = "regression";
-    return sequence_hf_config(m, arch, pad_, pad_, labels, spec_.name);
+    return sequence_hf_config(
+        m, arch, pad_, pad_, labels, spec_.name,
+        spec_.kind == Kind::span ? "GPT2ForQuestionAnswering" : "GPT2ForSequenceClassification");
   }
 
  private:

@@ -39,9 +39,6 @@ InputEncoder::InputEncoder(const BenchmarkSpec& spec, const Tokenizer& tok, cons
     pad_ = sp.pad;
   } else {
     if (sp.eos < 0) fail(op, "data.vocab {}: GPT-2 inputs need <|endoftext|> in the vocabulary", vocab);
-    if (spec_.kind == Kind::span)
-      fail(op, "{} with model.family gpt2: SQuAD's features are an encoder's ([CLS] question [SEP] context)",
-           spec_.name);
     pad_ = sp.eos;
   }
 }
@@ -113,6 +110,7 @@ std::vector<Item> InputEncoder::encode(const SplitData& d, bool training, int64_
       squad::FeatureOptions o;
       o.max_length = opt_.seq_len, o.doc_stride = opt_.doc_stride;
       o.max_query_length = opt_.max_query_length, o.training = training;
+      o.decoder = opt_.family == "gpt2";
       squad::Features f = squad::make_features(d.squad.examples, *tok_, o);
       truncated = f.split_contexts;
       for (squad::Feature& x : f.features) {

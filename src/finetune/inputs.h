@@ -6,7 +6,8 @@
 // cut examples are counted. Multiple choice gives one row per ending, the context paired with
 // "question ending" (RACE: the ending replaces a "_" blank when the question has one; HellaSwag:
 // ctx_b + " " + ending), as Hugging Face's run_swag and RACE processors do. SQuAD gives one row
-// per document-stride feature (squad_features.h).
+// per document-stride feature (squad_features.h): [CLS] question [SEP] chunk [SEP] for BERT,
+// question <|endoftext|> chunk <|endoftext|> for GPT-2.
 //
 // Batches are padded to their longest row and masked, so every batch runs the pretraining
 // step's kernels.

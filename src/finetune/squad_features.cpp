@@ -17,7 +17,7 @@ namespace {
 // run_squad.py's _is_whitespace: the only characters that separate context words.
 bool is_squad_space(int32_t c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0x202F; }
 
-// A context split into words, each word tokenized on its own.
+// A context split into words, each word tokenized on its own (prefix_space: as " word").
 struct Doc {
   std::vector<std::pair<int32_t, int32_t>> word_spans;  // [begin, end) bytes of each word
   std::vector<int32_t> cp_word;   // per code point: run_squad's char_to_word_offset (-1 before any word)
@@ -27,7 +27,7 @@ struct Doc {
   std::vector<int32_t> word_tok;  // per word: its first token (orig_to_tok_index)
 };
 
-Doc split_context(const std::string& context, const Tokenizer& tok) {
+Doc split_context(const std::string& context, const Tokenizer& tok, bool prefix_space) {
   Doc d;
   bool prev_space = true;
   size_t i = 0;
@@ -48,7 +48,8 @@ Doc split_context(const std::string& context, const Tokenizer& tok) {
   for (size_t w = 0; w < d.word_spans.size(); ++w) {
     const auto [b, e] = d.word_spans[w];
     d.word_tok.push_back(static_cast<int32_t>(d.ids.size()));
-    for (const int32_t id : tok.encode(std::string_view(context).substr(b, e - b))) {
+    const std::string_view word = std::string_view(context).substr(b, e - b);
+    for (const int32_t id : prefix_space ? tok.encode(" " + std::string(word)) : tok.encode(word)) {
       d.ids.push_back(id);
       d.tok_word.push_back(static_cast<int32_t>(w));
     }
@@ -154,10 +155,17 @@ std::string final_text(std::string_view pred, std::string_view orig) {
 Features make_features(const std::vector<bench::SquadExample>& examples, const Tokenizer& tok,
                        const FeatureOptions& opt) {
   const SpecialTokens& sp = tok.special();
-  SAOBP_CHECK(sp.cls >= 0, "squad", "the tokenizer ({}) has no [CLS] token", tok.kind());
-  SAOBP_CHECK(sp.sep >= 0, "squad", "the tokenizer ({}) has no [SEP] token", tok.kind());
-  SAOBP_CHECK(opt.max_query_length >= 0 && opt.max_length > opt.max_query_length + 3, "squad",
-              "max_length ({}) must exceed max_query_length ({}) + 3", opt.max_length, opt.max_query_length);
+  if (opt.decoder) {
+    SAOBP_CHECK(sp.eos >= 0, "squad", "the tokenizer ({}) has no <|endoftext|> token", tok.kind());
+  } else {
+    SAOBP_CHECK(sp.cls >= 0, "squad", "the tokenizer ({}) has no [CLS] token", tok.kind());
+    SAOBP_CHECK(sp.sep >= 0, "squad", "the tokenizer ({}) has no [SEP] token", tok.kind());
+  }
+  // Specials per feature: [CLS] [SEP] [SEP], or two <|endoftext|>.
+  const int64_t specials = opt.decoder ? 2 : 3;
+  SAOBP_CHECK(opt.max_query_length >= 0 && opt.max_length > opt.max_query_length + specials, "squad",
+              "max_length ({}) must exceed max_query_length ({}) + {}", opt.max_length, opt.max_query_length,
+              specials);
   SAOBP_CHECK(opt.doc_stride >= 1, "squad", "doc_stride ({}) must be at least 1", opt.doc_stride);
 
   Features out;
@@ -171,7 +179,8 @@ Features make_features(const std::vector<bench::SquadExample>& examples, const T
       SAOBP_CHECK(bad == std::string::npos, "squad", "example {}: {} is not UTF-8 at byte {}", ex.id,
                   s == &ex.context ? "the context" : "the question", bad);
     }
-    if (!doc_of || *doc_of != ex.context) doc = split_context(ex.context, tok), doc_of = &ex.context;
+    if (!doc_of || *doc_of != ex.context)
+      doc = split_context(ex.context, tok, opt.decoder), doc_of = &ex.context;
     out.word_spans[e] = doc.word_spans;
     const auto ndoc = static_cast<int64_t>(doc.ids.size());
 
@@ -181,7 +190,8 @@ Features make_features(const std::vector<bench::SquadExample>& examples, const T
       ++out.truncated_questions;
     }
 
-    // The answer in context tokens (inclusive); has_answer false: every feature points at [CLS].
+    // The answer in context tokens (inclusive); has_answer false: every feature points at its null
+    // position.
     bool has_answer = false;
     int64_t tok_start = 0, tok_end = 0;
     if (opt.training && !ex.is_impossible && !ex.answers.empty()) {
@@ -212,21 +222,26 @@ Features make_features(const std::vector<bench::SquadExample>& examples, const T
                     ? doc.word_tok[static_cast<size_t>(w1) + 1] - 1
                     : ndoc - 1;
       // _improve_answer_span: the first (leftmost start, then longest) sub-span whose tokens are
-      // those of the answer text alone.
-      const std::vector<int32_t> ans = tok.encode(a.text);
+      // those of the answer text alone. The decoder's words carry a space before them, so the
+      // answer is tried that way first (an answer starting a word), then as it stands (one
+      // starting inside a word, e.g. "1981" of "(1981)").
+      std::vector<std::vector<int32_t>> forms;
+      if (opt.decoder) forms.push_back(tok.encode(" " + a.text));
+      forms.push_back(tok.encode(a.text));
       bool improved = false;
-      for (int64_t s = tok_start; s <= tok_end && !improved; ++s)
-        for (int64_t en = tok_end; en >= s; --en)
-          if (std::equal(doc.ids.begin() + s, doc.ids.begin() + en + 1, ans.begin(), ans.end())) {
-            tok_start = s, tok_end = en, improved = true;
-            break;
-          }
+      for (const std::vector<int32_t>& ans : forms)
+        for (int64_t s = tok_start; s <= tok_end && !improved; ++s)
+          for (int64_t en = tok_end; en >= s; --en)
+            if (std::equal(doc.ids.begin() + s, doc.ids.begin() + en + 1, ans.begin(), ans.end())) {
+              tok_start = s, tok_end = en, improved = true;
+              break;
+            }
       // Answer words with no tokens at all (e.g. only U+00AD) cannot be labeled.
       has_answer = tok_end >= tok_start;
     }
 
     // The sliding window over the context tokens.
-    const int64_t max_doc = opt.max_length - static_cast<int64_t>(q.size()) - 3;
+    const int64_t max_doc = opt.max_length - static_cast<int64_t>(q.size()) - specials;
     std::vector<Span> spans;
     for (int64_t start = 0; start < ndoc;) {
       const int64_t length = std::min(ndoc - start, max_doc);
@@ -239,7 +254,9 @@ Features make_features(const std::vector<bench::SquadExample>& examples, const T
     if (spans.empty()) spans.push_back({0, 0});
     if (spans.size() > 1) ++out.split_contexts;
 
-    const auto offset = static_cast<int64_t>(q.size()) + 2;
+    // The chunk starts after [CLS] question [SEP] (encoder) or question <|endoftext|> (decoder).
+    const auto offset = static_cast<int64_t>(q.size()) + specials - 1;
+    const int32_t segment_b = opt.decoder ? 0 : 1;  // the chunk's token type
     for (size_t k = 0; k < spans.size(); ++k) {
       const Span sp_k = spans[k];
       Feature f;
@@ -247,22 +264,24 @@ Features make_features(const std::vector<bench::SquadExample>& examples, const T
       f.context_offset = offset;
       const size_t L = static_cast<size_t>(offset + sp_k.length + 1);
       f.ids.reserve(L);
-      f.ids.push_back(sp.cls);
+      if (!opt.decoder) f.ids.push_back(sp.cls);
       f.ids.insert(f.ids.end(), q.begin(), q.end());
-      f.ids.push_back(sp.sep);
+      f.ids.push_back(opt.decoder ? sp.eos : sp.sep);
       f.types.assign(static_cast<size_t>(offset), 0);
       f.token_word.assign(static_cast<size_t>(offset), -1);
       f.max_context.assign(static_cast<size_t>(offset), 0);
       for (int64_t t = sp_k.start; t < sp_k.start + sp_k.length; ++t) {
         f.ids.push_back(doc.ids[static_cast<size_t>(t)]);
-        f.types.push_back(1);
+        f.types.push_back(segment_b);
         f.token_word.push_back(doc.tok_word[static_cast<size_t>(t)]);
         f.max_context.push_back(is_max_context(spans, k, t) ? 1 : 0);
       }
-      f.ids.push_back(sp.sep);
-      f.types.push_back(1);
+      f.ids.push_back(opt.decoder ? sp.eos : sp.sep);
+      f.types.push_back(segment_b);
       f.token_word.push_back(-1);
       f.max_context.push_back(0);
+      f.null_index = opt.decoder ? static_cast<int32_t>(L - 1) : 0;
+      f.start = f.end = f.null_index;
       if (has_answer) {
         if (tok_start >= sp_k.start && tok_end <= sp_k.start + sp_k.length - 1) {
           f.start = static_cast<int32_t>(tok_start - sp_k.start + offset);
@@ -315,7 +334,12 @@ std::map<std::string, std::string> predict(const std::vector<bench::SquadExample
       const Feature& ft = feats.features[f];
       const std::vector<float>& sl = start_logits[f];
       const std::vector<float>& el = end_logits[f];
-      if (!ft.ids.empty()) score_null = std::min(score_null, static_cast<double>(sl[0]) + el[0]);
+      if (!ft.ids.empty()) {
+        const auto z = static_cast<size_t>(ft.null_index);
+        SAOBP_CHECK(z < ft.ids.size(), "squad", "feature {}: null position {} of {} tokens", f, z,
+                    ft.ids.size());
+        score_null = std::min(score_null, static_cast<double>(sl[z]) + el[z]);
+      }
       const std::vector<int32_t> starts = best_indexes(sl, opt.n_best), ends = best_indexes(el, opt.n_best);
       for (const int32_t s : starts)
         for (const int32_t e : ends) {

@@ -1,22 +1,35 @@
-// SQuAD for an encoder: examples -> model inputs with a document stride, and the model's start
+// SQuAD span extraction: examples -> model inputs with a document stride, and the model's start
 // and end logits -> answer texts in the context's characters (the method of the original BERT
-// run_squad.py, which Hugging Face's run_qa.py keeps):
+// run_squad.py, which Hugging Face's run_qa.py keeps), for an encoder (BERT) and a decoder
+// (GPT-2, FeatureOptions::decoder):
 //   - the context is split on whitespace into words; each word is tokenized on its own (BERT's
 //     pre-tokenizer splits on whitespace first, so the pieces are those of the whole text), so
 //     every token knows its word and every word its character span;
-//   - a feature is [CLS] question [SEP] chunk [SEP] (types 0 for [CLS] question [SEP], 1 after),
-//     the question cut to max_query_length tokens, the context cut into chunks of at most
+//   - encoder: a feature is [CLS] question [SEP] chunk [SEP] (types 0 for [CLS] question [SEP], 1
+//     after), the question cut to max_query_length tokens, the context cut into chunks of at most
 //     max_length - len(question) - 3 tokens that start doc_stride tokens apart;
+//   - decoder: a feature is question <|endoftext|> chunk <|endoftext|> (types all 0), chunks of
+//     at most max_length - len(question) - 2 tokens. GPT-2 has no separator of its own;
+//     <|endoftext|> is its one special token, the boundary between documents in its pretraining
+//     text. Attention is causal, so a token's logits see only the tokens before it: the question
+//     comes first, so that every context token is read knowing the question. Each context word
+//     is tokenized with a space before it (Hugging Face's GPT-2 tokenizer with
+//     add_prefix_space=True on words already split), so a word's pieces do not depend on its
+//     place in the chunk; the question is tokenized as it stands;
 //   - a training answer maps to the first token of its first word and the last token of its
 //     last word, narrowed to the tokens of the tokenized answer text when they appear inside
-//     (_improve_answer_span); an answer outside the chunk, or an impossible question (v2.0),
-//     points at [CLS] (position 0);
+//     (_improve_answer_span; decoder: the answer text with a space before it, else as it stands);
+//     an answer outside the chunk, or an impossible question (v2.0), points at the feature's
+//     null position (Feature::null_index): [CLS] (position 0) for the encoder; for the decoder the
+//     final <|endoftext|>, the one position whose state has read the whole question and chunk
+//     (the token GPT2ForSequenceClassification pools for the same reason; position 0 of a causal
+//     model has seen only itself and could not tell an answerable chunk from another);
 //   - prediction: per feature, the n_best highest start and end logits, pairs inside the chunk's
 //     context with start <= end, length <= max_answer_length and the start token in its
 //     max-context chunk; the best pair over an example's features wins; its text is the
 //     context from the start word's first character to the end word's last, trimmed to the
 //     predicted pieces when they are found in it (get_final_text). v2.0: the null answer ""
-//     wins when min over features of (start[0] + end[0]) exceeds the best pair's score by
+//     wins when min over features of (start[null] + end[null]) exceeds the best pair's score by
 //     more than null_threshold.
 #pragma once
 #include <cstdint>
@@ -35,12 +48,14 @@ struct FeatureOptions {
   int64_t doc_stride = 128;  // tokens between the starts of consecutive chunks
   int64_t max_query_length = 64;
   bool training = false;  // fill start/end positions
+  bool decoder = false;   // GPT-2's layout (question <|endoftext|> chunk <|endoftext|>), see above
 };
 
 struct Feature {
   int64_t example = 0;               // index into the examples
   std::vector<int32_t> ids, types;   // (L) each, L <= max_length
-  int32_t start = 0, end = 0;        // training targets (0, 0 = [CLS]: no answer in this chunk)
+  int32_t start = 0, end = 0;        // training targets (both null_index: no answer in this chunk)
+  int32_t null_index = 0;            // the null answer's position: 0 ([CLS]) or the last token
   int64_t context_offset = 0;        // index of the chunk's first context token in ids
   std::vector<int32_t> token_word;   // per token of ids: its context word, -1 outside the context
   std::vector<uint8_t> max_context;  // per token of ids: 1 when this chunk is its max-context chunk
@@ -59,7 +74,8 @@ struct Features {
   int64_t skipped_examples = 0;
 };
 
-// Needs the tokenizer's [CLS] and [SEP] (throws "[squad] ..." naming what is missing).
+// Needs the tokenizer's [CLS] and [SEP], or its <|endoftext|> for the decoder (throws
+// "[squad] ..." naming what is missing).
 Features make_features(const std::vector<bench::SquadExample>& examples, const Tokenizer& tok,
                        const FeatureOptions& opt);
 

@@ -9,7 +9,8 @@
 //                       GPT-2: the last real token's state -> score (weight, no bias)
 //   MultipleChoiceHead  BertForMultipleChoice: each (context, ending) row through a one-logit
 //                       SequenceHead, an example's row logits side by side
-//   SpanHead            BertForQuestionAnswering's qa_outputs: start and end logits per token
+//   SpanHead            BertForQuestionAnswering's / GPT2ForQuestionAnswering's qa_outputs
+//                       (weight (2,C), bias (2), no dropout): start and end logits per token
 #pragma once
 #include <memory>
 #include <string>

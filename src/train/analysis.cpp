@@ -12,11 +12,49 @@
 #include "model/body.h"
 #include "model/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/pretrained.h"
 #include "train/task.h"
 
 namespace saobp {
 
 namespace fs = std::filesystem;
+
+bool is_hf_model_folder(const std::string& dir) {
+  std::error_code ec;
+  return !fs::exists(fs::path(dir) / "config.toml", ec) && fs::exists(fs::path(dir) / "config.json", ec);
+}
+
+namespace {
+
+bool sets_key(const std::vector<std::string>& overrides, const std::string& key) {
+  return std::any_of(overrides.begin(), overrides.end(),
+                     [&](const std::string& o) { return o.starts_with(key + "="); });
+}
+
+// A Hugging Face folder's task (load_checkpoint_task): its model section, data.kind "text" and,
+// until an override names a corpus, data.path = the folder (a placeholder the config's checks
+// need; analyze and inspect --sample refuse a held-out batch before reading it).
+std::unique_ptr<Task> hf_folder_task(const std::string& dir, const std::vector<std::string>& overrides,
+                                     RunConfig& cfg, const char* op) {
+  const PretrainedInfo pre = read_pretrained(dir);
+  RunConfig base;
+  base.model = pre.model;
+  base.data.kind = "text";
+  base.data.path = dir;
+  // The training length default (128) cut to the model's positions.
+  if (pre.model.positions == "learned")
+    base.train.seq_len = std::min(base.train.seq_len, pre.model.max_positions);
+  cfg = load_config_text(to_toml(base), (fs::path(dir) / "config.json").string(), overrides);
+  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  use_checkpoint_tokenizer(dir, sets_key(overrides, "data.vocab"), cfg, op);
+  std::unique_ptr<Task> task = make_task(cfg);
+  // Every model tensor must be in the file (a missing one is an error naming it); the file's
+  // others (GPT2LMHeadModel's tied lm_head.weight, the attn.bias buffers) are not used.
+  init_from_pretrained(dir, task->params(), {});
+  return task;
+}
+
+}  // namespace
 
 std::unique_ptr<Task> load_checkpoint_task(const std::string& given_dir,
                                            const std::vector<std::string>& overrides, RunConfig& cfg,
@@ -24,11 +62,10 @@ std::unique_ptr<Task> load_checkpoint_task(const std::string& given_dir,
   const std::string dir = readable_checkpoint(given_dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) fail(op, "{}: not a checkpoint directory", dir);
+  if (is_hf_model_folder(dir)) return hf_folder_task(dir, overrides, cfg, op);
   cfg = load_config((fs::path(dir) / "config.toml").string(), overrides);
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);  // as training ran (or overridden)
-  const bool vocab_given = std::any_of(overrides.begin(), overrides.end(),
-                                       [](const std::string& o) { return o.starts_with("data.vocab="); });
-  use_checkpoint_tokenizer(dir, vocab_given, cfg, op);
+  use_checkpoint_tokenizer(dir, sets_key(overrides, "data.vocab"), cfg, op);
   verify_checksums(dir, {"optimizer.safetensors", "model.safetensors"});  // load_weights checks that one
   std::unique_ptr<Task> task = make_task(cfg);
   check_checkpoint_config(dir, task->hf_config(), task->tokenizer());
@@ -66,6 +103,12 @@ void rows_through_body(Task& task, const InputRows& rows, int64_t begin, int64_t
 DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptions& opt) {
   if (opt.samples < 1 || opt.samples > kMaxAnalyzeSamples)
     fail("analyze", "--samples must be in [1, {}], got {}", kMaxAnalyzeSamples, opt.samples);
+  if (is_hf_model_folder(readable_checkpoint(dir)) && !opt.inputs && !sets_key(opt.overrides, "data.path"))
+    fail("analyze",
+         "{} is a Hugging Face model folder, which holds no data: give --data TASK:DIR (a benchmark's rows) "
+         "or "
+         "--data KIND:PATH (a corpus)",
+         dir);
   RunConfig cfg;
   const std::unique_ptr<Task> task = load_checkpoint_task(dir, opt.overrides, cfg);
   std::optional<InputRows> rows;
@@ -89,6 +132,7 @@ DiagnosticsReport analyze_checkpoint(const std::string& dir, const AnalysisOptio
   d.graph_metrics = opt.graph_metrics;
   d.graph_tau = opt.graph_tau, d.graph_nodes = opt.graph_nodes;
   d.per_sample = opt.per_sample;
+  d.layer_group = opt.layer_group;
   DiagnosticsAccumulator acc(d);
   const ModelSection& ms = cfg.model;
   std::optional<RopePairNorms> pairs;  // a model with rotary positions: q and k per frequency
@@ -179,6 +223,9 @@ Inspection inspect_checkpoint(const std::string& dir, const std::string& text,
 }
 
 Inspection inspect_sample(const std::string& dir, int64_t index, const std::vector<std::string>& overrides) {
+  if (is_hf_model_folder(readable_checkpoint(dir)) && !sets_key(overrides, "data.path"))
+    fail("inspect", "{} is a Hugging Face model folder, which holds no held-out set: give --text or --ids",
+         dir);
   RunConfig cfg;
   const std::unique_ptr<Task> task = load_checkpoint_task(dir, overrides, cfg);
   const int64_t B = task->batch_size();

@@ -25,8 +25,18 @@ class Task;
 // asked for (data_setup.h). `cfg` receives the checkpoint's config with the overrides applied;
 // its train.threads (when > 0) sets the OpenMP threads.
 // For analyze, inspect and generate; `op` names the command in errors.
+// A Hugging Face model folder (config.json, model.safetensors and tokenizer files, no
+// config.toml; e.g. the published gpt2) is read as it is, no conversion: the model section from
+// config.json (train/pretrained.h: softmax attention unless saobp_* fields say otherwise), the
+// weights by their names with or without the "transformer." / "bert." prefix, the folder's own
+// tokenizer, data.kind "text". Such a folder holds no data: what analyze or inspect --sample
+// measures must come from the overrides (data.kind and data.path: analyze --data KIND:PATH) or
+// from rows (analyze --data TASK:DIR); a held-out batch asked of the folder itself is refused.
 std::unique_ptr<Task> load_checkpoint_task(const std::string& dir, const std::vector<std::string>& overrides,
                                            RunConfig& cfg, const char* op = "analyze");
+
+// Whether `dir` is a Hugging Face model folder: config.json without config.toml.
+bool is_hf_model_folder(const std::string& dir);
 
 // The most held-out sequences one analysis averages (generated data has no end of its own).
 constexpr int64_t kMaxAnalyzeSamples = int64_t{1} << 20;
@@ -47,6 +57,7 @@ struct AnalysisOptions {
   double graph_tau = 1e-4;             // the attention graph's edge threshold τ (Fig. 2)
   int graph_nodes = 40;                // and its node count: the first nodes tokens
   bool per_sample = false;             // also every (sample, layer, map, head): per_sample.csv
+  int layer_group = 4;                 // layers per group of the sink statistics (sink_groups)
   // Set: the first `samples` of these rows, in batches of train.batch_size, through the model's
   // body instead of the held-out stream (a pretrained checkpoint's; not a fine-tuned one's).
   InputRowsFn inputs;

@@ -103,7 +103,8 @@ nlohmann::json gpt2_hf_config(const ModelSection& m, int32_t bos_eos_id) {
 }
 
 nlohmann::json sequence_hf_config(const ModelSection& m, const char* bert_architecture, int32_t bos_eos_id,
-                                  int32_t pad_id, const HeadLabels& labels, const std::string& task) {
+                                  int32_t pad_id, const HeadLabels& labels, const std::string& task,
+                                  const char* gpt2_architecture) {
   nlohmann::json j;
   if (m.family == "bert") {
     j = bert_hf_config(m, pad_id);
@@ -111,7 +112,7 @@ nlohmann::json sequence_hf_config(const ModelSection& m, const char* bert_archit
     j["classifier_dropout"] = nullptr;
   } else {
     j = gpt2_hf_config(m, bos_eos_id);
-    j["architectures"] = nlohmann::json::array({"GPT2ForSequenceClassification"});
+    j["architectures"] = nlohmann::json::array({gpt2_architecture});
     j["pad_token_id"] = pad_id;
   }
   if (!labels.names.empty()) {

@@ -150,13 +150,14 @@ nlohmann::json bert_hf_config(const ModelSection& m, int32_t pad_id);
 nlohmann::json gpt2_hf_config(const ModelSection& m, int32_t bos_eos_id);
 // The config.json of a task head (model/heads.h) over m's body: bert: bert_hf_config(pad_id)
 // with architectures [bert_architecture] and classifier_dropout null; gpt2:
-// gpt2_hf_config(bos_eos_id) with GPT2ForSequenceClassification and pad_token_id; then, unless
+// gpt2_hf_config(bos_eos_id) with architectures [gpt2_architecture] and pad_token_id; then, unless
 // `labels` is empty, the label maps and problem_type, and saobp_task = task.
 struct HeadLabels {
   std::vector<std::string> names;  // in id order; none for a span or multiple-choice head
   const char* problem_type = "single_label_classification";
 };
 nlohmann::json sequence_hf_config(const ModelSection& m, const char* bert_architecture, int32_t bos_eos_id,
-                                  int32_t pad_id, const HeadLabels& labels, const std::string& task);
+                                  int32_t pad_id, const HeadLabels& labels, const std::string& task,
+                                  const char* gpt2_architecture = "GPT2ForSequenceClassification");
 
 }  // namespace saobp

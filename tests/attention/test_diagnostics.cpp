@@ -462,6 +462,103 @@ TEST_CASE("diagnostics: causal flag and bad inputs", "[diagnostics]") {
   CHECK_ERROR(bad.add(two), Catch::Contains("earlier batches"));
 }
 
+TEST_CASE("diagnostics: sink statistics per layer group against hand-computed values", "[diagnostics]") {
+  // L = 3, NH = 2, T = 4, two samples; groups of 2 layers: {0,1}, {2}, then all. Each map is
+  // sink_column(T, c) (every row peaked on c: a sinky head, sink token c) or uniform (no peaked
+  // row). |v_j| = (j + 1)(l + 1): per head and sample, the four tokens' norms sum to 10 (l + 1).
+  //   layer 0: head 0 sink at 0 in both samples; head 1 uniform.
+  //   layer 1: head 0 uniform; head 1 sink at 3 in sample 0, uniform in sample 1.
+  //   layer 2: head 0 sink at 1 in sample 0, uniform in sample 1; head 1 sink at 1 in both.
+  const int64_t T = 4, L = 3, NH = 2, B = 2;
+  const RowMatrix U = uniform(T);
+  const std::vector<std::vector<std::vector<RowMatrix>>> m = {
+      // [l][b][h]
+      {{sink_column(T, 0), U}, {sink_column(T, 0), U}},
+      {{U, sink_column(T, 3)}, {U, U}},
+      {{sink_column(T, 1), sink_column(T, 1)}, {U, sink_column(T, 1)}}};
+  std::vector<AttentionMaps> layers(L);
+  std::vector<Tensor> values;
+  for (int64_t l = 0; l < L; ++l) {
+    std::vector<double> a, v;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < NH; ++h) {
+        const RowMatrix& x = m[static_cast<size_t>(l)][static_cast<size_t>(b)][static_cast<size_t>(h)];
+        a.insert(a.end(), x.data(), x.data() + x.size());
+        for (int64_t j = 0; j < T; ++j) v.insert(v.end(), {static_cast<double>((j + 1) * (l + 1)), 0.0});
+      }
+    layers[static_cast<size_t>(l)].attn = Tensor::from_vector(a, {B, NH, T, T});
+    values.push_back(Tensor::from_vector(v, {B, NH, T, 2}));
+  }
+  DiagnosticsOptions o;
+  o.graph_metrics = false;
+  o.layer_group = 2;
+  DiagnosticsAccumulator acc(o);
+  acc.add(layers, Tensor(), &values);
+  DiagnosticsReport r = acc.report();
+  // Per head: layer 1 head 1 is sinky in one sample of two; its sinky sample's tokens (2+4+6+8)
+  // against the other sample's (the same).
+  const HeadDiagnostics& h11 = r.attn.heads[1][1];
+  CHECK(h11.sinky_rate == 0.5);
+  CHECK(h11.sinky_head_value_norm == Approx(5.0));
+  CHECK(h11.sinky_head_tokens == 4);
+  CHECK(h11.other_head_tokens == 4);
+  CHECK(std::isnan(r.attn.heads[0][1].sinky_head_value_norm));  // never sinky
+
+  r.skip_rate = {0.1, 0.3, 0.5};
+  const std::vector<SinkGroup> g = sink_groups(r.attn, r.skip_rate, r.options.layer_group);
+  REQUIRE(g.size() == 3);
+  CHECK((g[0].first_layer == 0 && g[0].last_layer == 1));
+  CHECK((g[1].first_layer == 2 && g[1].last_layer == 2));
+  CHECK((g[2].first_layer == 0 && g[2].last_layer == 2));
+  // Layers 0-1: sinky (sample, layer, head) triples: L0H0 twice, L1H1 once: 3 of 8.
+  CHECK(g[0].sinky_share == Approx(3.0 / 8));
+  CHECK(g[0].skip_share == Approx(0.2));
+  // Sink tokens: L0H0 token 0 (norm 1) twice, L1H1 token 3 (norm 8) once: 10 / 3. The others:
+  // L0H0 2+3+4 twice (18, 6 tokens), L0H1 10 twice (20, 8), L1H0 20 twice (40, 8), L1H1 2+4+6 in
+  // sample 0 (12, 3) and 20 in sample 1 (20, 4): 110 / 29.
+  CHECK(g[0].sink_value_norm == Approx(10.0 / 3));
+  CHECK(g[0].sink_tokens == 3);
+  CHECK(g[0].other_value_norm == Approx(110.0 / 29));
+  CHECK(g[0].other_tokens == 29);
+  CHECK(g[0].value_norm_delta == Approx(10.0 / 3 - 110.0 / 29));
+  // Sinky heads' tokens: L0H0 both samples (10 + 10), L1H1 sample 0 (20): 40 / 12; the other
+  // heads': L0H1 (20), L1H0 (40), L1H1 sample 1 (20): 80 / 20.
+  CHECK(g[0].sinky_head_value_norm == Approx(40.0 / 12));
+  CHECK(g[0].sinky_head_tokens == 12);
+  CHECK(g[0].other_head_value_norm == Approx(4.0));
+  CHECK(g[0].other_head_tokens == 20);
+  // Layer 2 (norms 3, 6, 9, 12): sinky 3 of 4; sink token 1 (norm 6) three times; others
+  // 3+9+12 three times and 30 once: 102 / 13; sinky heads 90 / 12, the other head 30 / 4.
+  CHECK(g[1].sinky_share == Approx(0.75));
+  CHECK(g[1].skip_share == Approx(0.5));
+  CHECK(g[1].sink_value_norm == Approx(6.0));
+  CHECK(g[1].other_value_norm == Approx(102.0 / 13));
+  CHECK(g[1].sinky_head_value_norm == Approx(7.5));
+  CHECK(g[1].other_head_value_norm == Approx(7.5));
+  // All layers: 6 of 12 sinky; the pools summed.
+  CHECK(g[2].sinky_share == Approx(0.5));
+  CHECK(g[2].skip_share == Approx(0.3));
+  CHECK(g[2].sink_value_norm == Approx(28.0 / 6));
+  CHECK(g[2].other_value_norm == Approx(212.0 / 42));
+  CHECK(g[2].sinky_head_value_norm == Approx(130.0 / 24));
+  CHECK(g[2].other_head_value_norm == Approx(110.0 / 24));
+  // No head skip: NaN skip shares; in analysis.json under sink_groups, the layer group recorded.
+  CHECK(std::isnan(sink_groups(r.attn, {}, 2)[0].skip_share));
+  const nlohmann::json j = r.to_json();
+  CHECK(j["sink_groups"]["layer_group"] == 2);
+  CHECK(j["options"]["layer_group"] == 2);
+  REQUIRE(j["sink_groups"]["attn"].size() == 3);
+  CHECK(j["sink_groups"]["attn"][1]["sinky_share"].get<double>() == Approx(0.75));
+  CHECK(j["sink_groups"]["probs"][0]["sink_value_norm"].get<double>() == Approx(10.0 / 3));  // B = A here
+  // One group per layer, and bad groupings.
+  CHECK(sink_groups(r.attn, {}, 1).size() == 4);
+  CHECK(sink_groups(r.attn, {}, 4).size() == 2);
+  CHECK_ERROR(sink_groups(r.attn, {}, 0), Catch::Contains("layer_group"));
+  CHECK_ERROR(sink_groups(r.attn, {0.1}, 2), Catch::Contains("skip_rate"));
+  o.layer_group = 0;
+  CHECK_ERROR(DiagnosticsAccumulator{o}, Catch::Contains("layer_group"));
+}
+
 // Timing of the full metric set at the paper's scale: 1024 samples, T = 128, 4 layers x 4 heads,
 // A and B (f32 maps, as the model hands them). Hidden: `saobp_tests "[diagnostics-bench]"`.
 TEST_CASE("diagnostics: timing for 1024 samples of BERT-Mini maps", "[.][diagnostics-bench]") {

@@ -53,36 +53,76 @@ void write_corpus(const std::string& path) {
   }
 }
 
-// A tiny model pretrained 4 steps on the corpus: a checkpoint folder with its tokenizer.
-std::string pretrain(const std::string& dir, const std::string& family) {
+// A tiny model pretrained 4 steps on the corpus: a checkpoint folder with its tokenizer. `extra`
+// overrides come last (e.g. model.attention=original).
+std::string pretrain(const std::string& dir, const std::string& family, std::vector<std::string> extra = {}) {
   const std::string corpus = dir + "/corpus.txt";
   write_corpus(corpus);
-  const RunConfig cfg = load_config("", {"model.family=" + family,
-                                         "model.preset=custom",
-                                         "model.vocab_size=600",
-                                         "model.hidden=32",
-                                         "model.layers=2",
-                                         "model.heads=2",
-                                         "model.intermediate=64",
-                                         "model.max_positions=64",
-                                         "model.attention=bp_high",
-                                         "train.seq_len=32",
-                                         "train.batch_size=4",
-                                         "train.max_steps=4",
-                                         "train.warmup_steps=1",
-                                         "train.lr=3e-3",
-                                         "train.eval_every=0",
-                                         "train.log_every=0",
-                                         "train.save_every=0",
-                                         "data.kind=text",
-                                         "data.path=" + corpus,
-                                         "data.vocab_size=600",
-                                         "data.valid_fraction=0.1",
-                                         "train.threads=1",
-                                         "train.run_dir=" + dir + "/pre"});
-  TrainOptions o;
-  o.quiet = true;
-  return train(cfg, o).final_checkpoint;
+  std::vector<std::string> o = {"model.family=" + family,
+                                "model.preset=custom",
+                                "model.vocab_size=600",
+                                "model.hidden=32",
+                                "model.layers=2",
+                                "model.heads=2",
+                                "model.intermediate=64",
+                                "model.max_positions=64",
+                                "model.attention=bp_high",
+                                "train.seq_len=32",
+                                "train.batch_size=4",
+                                "train.max_steps=4",
+                                "train.warmup_steps=1",
+                                "train.lr=3e-3",
+                                "train.eval_every=0",
+                                "train.log_every=0",
+                                "train.save_every=0",
+                                "data.kind=text",
+                                "data.path=" + corpus,
+                                "data.vocab_size=600",
+                                "data.valid_fraction=0.1",
+                                "train.threads=1",
+                                "train.run_dir=" + dir + "/pre"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  const RunConfig cfg = load_config("", o);
+  TrainOptions t;
+  t.quiet = true;
+  return train(cfg, t).final_checkpoint;
+}
+
+// DIR/squad-data holding the SQuAD fixtures' dev files, each also as its train file.
+std::string squad_data(const std::string& dir) {
+  const std::string data = dir + "/squad-data";
+  fs::create_directories(data);
+  for (const char* v : {"1.1", "2.0"}) {
+    fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/dev-v" + v + ".json");
+    fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/train-v" + v + ".json");
+  }
+  return data;
+}
+
+// The SQuAD runs' answers (DIR/sq1 for v1.1 `a`, DIR/sq2 for v2.0 `b`) as the official scripts read
+// them, scored by an independent re-implementation of evaluate-v1.1.py / evaluate-v2.0.py: the
+// same figures as results.json's; v2.0's null_odds.json has one number per example.
+void check_squad_official(const std::string& dir, const std::string& data, const nlohmann::json& a,
+                          const nlohmann::json& b) {
+  for (const auto& [v, run, r] : {std::tuple{"1.1", "/sq1", a}, std::tuple{"2.0", "/sq2", b}}) {
+    INFO("squad v" << v);
+    const nlohmann::json preds = nlohmann::json::parse(read_file(dir + run + "/predictions.json"));
+    CHECK(preds.is_object());
+    CHECK(preds.size() == r["examples"]["dev"].get<size_t>());
+    CHECK(r["prediction_files"].size() == (std::string(v) == "2.0" ? 2u : 1u));
+    const std::string scored = dir + run + "/official.json";
+    const std::string cmd = fmt::format(
+        "python3 {}/tests/finetune/squad_official_eval.py {} {}/dev-v{}.json {}{}/predictions.json > {}",
+        SAOBP_SOURCE_DIR, v, data, v, dir, run, scored);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const nlohmann::json official = nlohmann::json::parse(read_file(scored));
+    CHECK(official.size() >= 2);
+    for (const auto& [k, x] : official.items())
+      CHECK(x.get<double>() == Approx(r["metrics"]["dev"][k].get<double>()));
+  }
+  const nlohmann::json odds = nlohmann::json::parse(read_file(dir + "/sq2/null_odds.json"));
+  CHECK(odds.size() == b["examples"]["dev"].get<size_t>());
+  CHECK(odds.begin()->is_number());
 }
 
 std::vector<std::string> quick(const std::string& run_dir, std::vector<std::string> extra = {}) {
@@ -258,12 +298,7 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
           "BertForMultipleChoice");
   }
   SECTION("span extraction (SQuAD v1.1 and v2.0) with a document stride") {
-    const std::string data = dir + "/squad-data";
-    fs::create_directories(data);
-    for (const char* v : {"1.1", "2.0"}) {
-      fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/dev-v" + v + ".json");
-      fs::copy_file(kFixtures + "/squad/dev-v" + v + ".json", data + "/train-v" + v + ".json");
-    }
+    const std::string data = squad_data(dir);
     const nlohmann::json a = run_ft(ckpt, "squad/v1.1", data, dir + "/sq1");
     CHECK(a["metrics"]["dev"]["exact_match"].get<double>() >= 0);
     CHECK(a["metrics"]["dev"]["f1"].get<double>() >= a["metrics"]["dev"]["exact_match"].get<double>());
@@ -272,26 +307,7 @@ TEST_CASE("finetune: every encoder task family from a masked-LM checkpoint", "[f
     CHECK(b["metrics"]["dev"].contains("NoAns_exact"));
     CHECK(nlohmann::json::parse(read_file(dir + "/sq2/final/config.json"))["architectures"][0] ==
           "BertForQuestionAnswering");
-    // The answers as the official scripts read them, scored by an independent re-implementation of
-    // evaluate-v1.1.py / evaluate-v2.0.py: the same figures as results.json's.
-    for (const auto& [v, run, r] : {std::tuple{"1.1", "/sq1", a}, std::tuple{"2.0", "/sq2", b}}) {
-      INFO("squad v" << v);
-      const nlohmann::json preds = nlohmann::json::parse(read_file(dir + run + "/predictions.json"));
-      CHECK(preds.is_object());
-      CHECK(preds.size() == r["examples"]["dev"].get<size_t>());
-      CHECK(r["prediction_files"].size() == (std::string(v) == "2.0" ? 2u : 1u));
-      const std::string scored = dir + run + "/official.json";
-      const std::string cmd = fmt::format(
-          "python3 {}/tests/finetune/squad_official_eval.py {} {}/dev-v{}.json {}{}/predictions.json > {}",
-          SAOBP_SOURCE_DIR, v, data, v, dir, run, scored);
-      REQUIRE(std::system(cmd.c_str()) == 0);
-      const nlohmann::json official = nlohmann::json::parse(read_file(scored));
-      for (const auto& [k, x] : official.items())
-        CHECK(x.get<double>() == Approx(r["metrics"]["dev"][k].get<double>()));
-    }
-    const nlohmann::json odds = nlohmann::json::parse(read_file(dir + "/sq2/null_odds.json"));
-    CHECK(odds.size() == b["examples"]["dev"].get<size_t>());
-    CHECK(odds.begin()->is_number());
+    check_squad_official(dir, data, a, b);
   }
   SECTION("BoolQ, IMDb, the sentence TSV; malformed rows skipped and counted") {
     const nlohmann::json bq = run_ft(ckpt, "boolq", kFixtures + "/boolq", dir + "/bq");
@@ -380,7 +396,7 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
                    {"entailment", "not_entailment"});
   check_example_predictions(dir + "/rte", r);
   REQUIRE_THROWS_WITH(run_ft(ckpt, "race/middle", kFixtures + "/race/RACE", dir + "/x"),
-                      Catch::Contains("zero-shot"));
+                      Catch::Contains("multiple choice") && Catch::Contains("zero-shot"));
 
   finetune::EvalOptions z{ckpt, "race/middle", kFixtures + "/race/RACE", true, {"train.threads=1"}, false};
   nlohmann::json race = finetune::evaluate_benchmark(z);
@@ -445,6 +461,112 @@ TEST_CASE("finetune: a decoder fine-tuned and scored zero-shot and on WikiText",
   CHECK(one["windows"] == 1);
   CHECK(one["tokens"] == N - 1);
   CHECK(one["nll_per_token"].get<double>() == Approx(ce).epsilon(1e-5));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("finetune: GPT-2 span extraction, SQuAD v1.1 and v2.0", "[finetune][slow]") {
+  const std::string dir = temp_dir("gpt2-squad");
+  const std::string ckpt = pretrain(dir, "gpt2");
+  const std::string data = squad_data(dir);
+  const nlohmann::json a = run_ft(ckpt, "squad/v1.1", data, dir + "/sq1");
+  CHECK(a["family"] == "gpt2");
+  CHECK(a["metrics"]["dev"]["exact_match"].get<double>() >= 0);
+  CHECK(a["metrics"]["dev"]["f1"].get<double>() >= a["metrics"]["dev"]["exact_match"].get<double>());
+  CHECK(a["truncated"]["dev"].get<int64_t>() > 0);  // contexts cut into chunks 16 tokens apart
+  const nlohmann::json b = run_ft(ckpt, "squad/v2.0", data, dir + "/sq2");
+  CHECK(b["metrics"]["dev"].contains("HasAns_exact"));
+  CHECK(b["metrics"]["dev"].contains("NoAns_exact"));
+  // GPT2ForQuestionAnswering: the body as the pretrained decoder's, qa_outputs new.
+  const nlohmann::json cfg = nlohmann::json::parse(read_file(dir + "/sq2/final/config.json"));
+  CHECK(cfg["architectures"] == nlohmann::json::array({"GPT2ForQuestionAnswering"}));
+  CHECK(cfg["model_type"] == "gpt2");
+  const nlohmann::json rep = nlohmann::json::parse(read_file(dir + "/sq2/init_report.json"));
+  CHECK(rep["initialized"] == nlohmann::json::array({"qa_outputs.weight", "qa_outputs.bias"}));
+  CHECK(rep["unused"].empty());
+  const SafetensorsFile st = load_safetensors(dir + "/sq2/final/model.safetensors");
+  int found = 0;
+  for (const NamedTensor& t : st.tensors) {
+    if (t.name == "qa_outputs.weight") {
+      CHECK(t.tensor.shape() == std::vector<int64_t>{2, 32});
+      ++found;
+    }
+    if (t.name == "qa_outputs.bias") {
+      CHECK(t.tensor.shape() == std::vector<int64_t>{2});
+      ++found;
+    }
+    CHECK((t.name.rfind("transformer.", 0) == 0 || t.name.rfind("qa_outputs.", 0) == 0));
+  }
+  CHECK(found == 2);
+  check_squad_official(dir, data, a, b);
+  // `eval --task` on the fine-tuned folder predicts the same.
+  finetune::EvalOptions e{dir + "/sq2/final", "squad/v2.0", data, false, {"train.threads=1"}, false};
+  CHECK(finetune::evaluate_benchmark(e)["metrics"] == b["metrics"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("analyze: a Hugging Face GPT-2 folder as it is equals our checkpoint of its weights",
+          "[finetune][slow]") {
+  const std::string dir = temp_dir("hf-gpt2");
+  const std::string ckpt = pretrain(dir, "gpt2", {"model.attention=original"});
+  // The folder as Hugging Face publishes a GPT2Model: no "transformer." prefix, the causal-mask
+  // buffers h.N.attn.bias, a config.json of Hugging Face's keys only, vocab.json + merges.txt.
+  const std::string hf = dir + "/hf";
+  fs::create_directories(hf);
+  std::vector<NamedTensor> ts;
+  for (const NamedTensor& t : load_safetensors(ckpt + "/model.safetensors").tensors) {
+    REQUIRE(t.name.rfind("transformer.", 0) == 0);
+    ts.push_back({t.name.substr(12), t.tensor});
+  }
+  for (int l = 0; l < 2; ++l)
+    ts.push_back({fmt::format("h.{}.attn.bias", l), Tensor::full({1, 1, 64, 64}, 1.0)});
+  save_safetensors(hf + "/model.safetensors", ts);
+  int tokenizer_files = 0;
+  for (const char* f : {"vocab.json", "merges.txt"})
+    if (fs::exists(ckpt + "/" + f)) fs::copy_file(ckpt + "/" + f, hf + "/" + f), ++tokenizer_files;
+  REQUIRE(tokenizer_files == 2);
+  const nlohmann::json c = {{"architectures", {"GPT2Model"}},
+                            {"activation_function", "gelu_new"},
+                            {"model_type", "gpt2"},
+                            {"n_embd", 32},
+                            {"n_head", 2},
+                            {"n_inner", 64},
+                            {"n_layer", 2},
+                            {"n_positions", 64},
+                            {"layer_norm_epsilon", 1e-5},
+                            {"vocab_size", 600}};
+  write_file_atomic(hf + "/config.json", c.dump(2));
+
+  // The same SQuAD rows (question <|endoftext|> chunk <|endoftext|>) through both: every
+  // diagnostic equal, the sink groups included.
+  const std::string data = squad_data(dir);
+  AnalysisOptions o;
+  o.samples = 8;
+  o.overrides = {"train.threads=1"};
+  o.inputs = finetune::benchmark_rows(ckpt, "squad/v1.1", data, "", 0);
+  const DiagnosticsReport ours = analyze_checkpoint(ckpt, o);
+  o.inputs = finetune::benchmark_rows(hf, "squad/v1.1", data, "", 0);
+  const DiagnosticsReport theirs = analyze_checkpoint(hf, o);
+  REQUIRE(ours.samples == 8);
+  CHECK(theirs.samples == 8);
+  CHECK(theirs.layers == 2);
+  CHECK(theirs.options.causal);
+  const nlohmann::json jo = ours.to_json(), jt = theirs.to_json();
+  CHECK(jt["attn"] == jo["attn"]);
+  CHECK(jt["probs"] == jo["probs"]);
+  CHECK(jt["sink_groups"] == jo["sink_groups"]);
+  CHECK(jt["sink_groups"]["attn"].size() == 2);  // layers 0-1, then all
+  // One input through both: the same logits (the tied LM head over the same weights).
+  const Inspection io =
+      inspect_checkpoint(ckpt, "The game began development in 2010 .", {}, {"train.threads=1"});
+  const Inspection it =
+      inspect_checkpoint(hf, "The game began development in 2010 .", {}, {"train.threads=1"});
+  CHECK(it.ids == io.ids);
+  CHECK(it.logits.to_vector<float>() == io.logits.to_vector<float>());
+  // The folder holds no data: its own held-out set is refused, naming what to give.
+  AnalysisOptions none;
+  CHECK_ERROR(analyze_checkpoint(hf, none),
+              Catch::Contains("Hugging Face model folder") && Catch::Contains("--data"));
+  CHECK_ERROR(inspect_sample(hf, 0), Catch::Contains("--text or --ids"));
   fs::remove_all(dir);
 }
 

@@ -1,7 +1,10 @@
 // SQuAD features and predictions (src/finetune/squad_features.h) on a tiny WordPiece vocabulary.
 // Every expected layout below is derived by hand from run_squad.py's rules; the derivation sits
 // in a comment beside it.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "data/unicode.h"
 #include "finetune/metrics.h"
@@ -378,4 +381,192 @@ TEST_CASE("squad round trip: gold positions -> one-hot logits -> the gold answer
   CHECK(pred.at("5") == "Steve Smith");
   CHECK(pred.at("9") == "Beyonc\u00e9 Knowles");
   CHECK(pred.at("11") == "Houston, Texas");
+}
+
+// ---- GPT-2: question <|endoftext|> chunk <|endoftext|> ------------------------------------------
+
+namespace {
+
+// A byte-level BPE vocabulary in which each of `words` (raw text; a leading space becomes "Ġ") is
+// one token: every single character, then per word the merges joining its characters left to
+// right (shared prefixes merged once), and <|endoftext|> last.
+const Tokenizer& gpt2_tokenizer() {
+  static const std::vector<std::string> words = {
+      "Where",  " was",   " Beyonce", " born", "?",      " Knowles", " in",  " Houston",
+      ",",      " Texas", ".",        " (",    "1981",   ")",        " one", " two",
+      " three", " four",  " five",    " six",  " seven", " eight"};
+  static const std::unique_ptr<Tokenizer> tok = [] {
+    std::vector<std::string> vocab, merges;
+    auto sym = [](char c) { return c == ' ' ? std::string("\u0120") : std::string(1, c); };
+    auto add = [&](const std::string& s) {
+      if (std::find(vocab.begin(), vocab.end(), s) == vocab.end()) vocab.push_back(s);
+    };
+    for (const std::string& w : words)
+      for (char c : w) add(sym(c));
+    for (const std::string& w : words) {
+      std::string left = sym(w[0]);
+      for (size_t i = 1; i < w.size(); ++i) {
+        const std::string m = left + " " + sym(w[i]);
+        if (std::find(merges.begin(), merges.end(), m) == merges.end()) merges.push_back(m);
+        left += sym(w[i]);
+        add(left);
+      }
+    }
+    add("<|endoftext|>");
+    nlohmann::json v = nlohmann::json::object();
+    for (size_t i = 0; i < vocab.size(); ++i) v[vocab[i]] = i;
+    std::string mt = "#version: 0.2\n";
+    for (const std::string& m : merges) mt += m + "\n";
+    const std::string dir = test::tok_temp_dir("squad_gpt2");
+    test::tok_write(dir, "vocab.json", v.dump());
+    test::tok_write(dir, "merges.txt", mt);
+    return load_tokenizer(dir);
+  }();
+  return *tok;
+}
+
+// The ids of `words`, each one token (checked: the vocabulary makes each a single piece).
+Ids gpt2_ids(const std::vector<std::string>& words) {
+  Ids out;
+  for (const std::string& w : words) {
+    if (w == "<eos>") {
+      out.push_back(gpt2_tokenizer().special().eos);
+      continue;
+    }
+    const Ids one = gpt2_tokenizer().encode(w);
+    INFO(w);
+    REQUIRE(one.size() == 1);
+    out.push_back(one[0]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("squad GPT-2 features: question first, end-token separator, null at the last token", "[squad]") {
+  const Tokenizer& tok = gpt2_tokenizer();
+  // Words: Beyonce(0) Knowles(1) was(2) born(3) in(4) Houston,(5) Texas.(6), each tokenized with a
+  // space before it: "Houston," -> " Houston" ",".
+  const std::string ctx = "Beyonce Knowles was born in Houston, Texas.";
+  const std::string q = "Where was Beyonce born?";
+  SquadExample imp = example("imp", ctx, q);
+  imp.is_impossible = true;
+  const std::vector<SquadExample> exs = {example("h", ctx, q, {answer_at(ctx, "Houston")}),
+                                         example("ht", ctx, q, {answer_at(ctx, "Houston, Texas")}), imp};
+  squad::FeatureOptions opt;
+  opt.training = true;
+  opt.decoder = true;
+  const squad::Features fs = squad::make_features(exs, tok, opt);
+  REQUIRE(fs.features.size() == 3);
+  CHECK(fs.split_contexts == 0);
+  const squad::Feature& f = fs.features[0];
+  // question (as it stands: "Where" without a space) <|endoftext|> context <|endoftext|>.
+  CHECK(f.ids == gpt2_ids({"Where", " was", " Beyonce", " born", "?", "<eos>", " Beyonce", " Knowles", " was",
+                           " born", " in", " Houston", ",", " Texas", ".", "<eos>"}));
+  CHECK(f.types == Ids(16, 0));
+  CHECK(f.context_offset == 6);
+  CHECK(f.null_index == 15);
+  CHECK(f.token_word == Ids{-1, -1, -1, -1, -1, -1, 0, 1, 2, 3, 4, 5, 5, 6, 6, -1});
+  CHECK(f.max_context == u8({0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}));
+  // "Houston": word 5 = tokens 11-12 (" Houston" ","), narrowed to " Houston".
+  CHECK((f.start == 11 && f.end == 11));
+  // "Houston, Texas": words 5-6 = tokens 11-14, narrowed to " Houston" "," " Texas".
+  CHECK((fs.features[1].start == 11 && fs.features[1].end == 13));
+  // Impossible (v2.0): both targets at the last token, the final <|endoftext|>.
+  CHECK((fs.features[2].start == 15 && fs.features[2].end == 15));
+  CHECK(fs.features[2].null_index == 15);
+
+  // An answer inside a word: the word "(1981)" is " (" "1981" ")"; " 1981" (Ġ 1981) is not in it,
+  // "1981" as it stands is: the span narrows to that one token.
+  const std::string c2 = "born in (1981)";
+  const squad::Features f2 =
+      squad::make_features({example("y", c2, "Where?", {answer_at(c2, "1981")})}, tok, opt);
+  REQUIRE(f2.features.size() == 1);
+  CHECK(f2.features[0].ids == gpt2_ids({"Where", "?", "<eos>", " born", " in", " (", "1981", ")", "<eos>"}));
+  CHECK(f2.features[0].token_word == Ids{-1, -1, -1, 0, 1, 2, 2, 2, -1});
+  CHECK((f2.features[0].start == 6 && f2.features[0].end == 6));
+
+  // Two specials per feature: max_length must exceed max_query_length + 2.
+  squad::FeatureOptions tight = opt;
+  tight.max_length = 6, tight.max_query_length = 4;
+  CHECK_ERROR(squad::make_features(exs, tok, tight), Catch::Matchers::Contains("max_query_length (4) + 2"));
+  // The encoder's layout needs [CLS]; the decoder's <|endoftext|>.
+  CHECK_ERROR(squad::make_features(exs, tok, squad::FeatureOptions{}), Catch::Matchers::Contains("[CLS]"));
+  opt.decoder = true;
+  CHECK_ERROR(squad::make_features(exs, tokenizer(), opt), Catch::Matchers::Contains("<|endoftext|>"));
+}
+
+TEST_CASE("squad GPT-2 long context: stride, labels at the null token, max-context flags", "[squad]") {
+  const Tokenizer& tok = gpt2_tokenizer();
+  // 8 context tokens, question "Where ?" (2): max_length 8 leaves 8 - 2 - 2 = 4 per chunk; stride 2
+  // gives chunks [0,3], [2,5], [4,7].
+  const std::string ctx = "one two three four five six seven eight";
+  squad::FeatureOptions opt;
+  opt.training = true, opt.decoder = true;
+  opt.max_length = 8, opt.doc_stride = 2, opt.max_query_length = 4;
+  const squad::Features fs =
+      squad::make_features({example("s", ctx, "Where?", {answer_at(ctx, "six")})}, tok, opt);
+  REQUIRE(fs.features.size() == 3);
+  CHECK(fs.split_contexts == 1);
+  CHECK(fs.unanswerable_chunks == 1);
+  const Ids head = gpt2_ids({"Where", "?", "<eos>"});
+  const auto feature_ids = [&](std::vector<std::string> words) {
+    Ids ids = head;
+    words.push_back("<eos>");
+    for (int32_t id : gpt2_ids(words)) ids.push_back(id);
+    return ids;
+  };
+  CHECK(fs.features[0].ids == feature_ids({" one", " two", " three", " four"}));
+  CHECK(fs.features[1].ids == feature_ids({" three", " four", " five", " six"}));
+  CHECK(fs.features[2].ids == feature_ids({" five", " six", " seven", " eight"}));
+  // "six" is context token 5: outside chunk 0 (null: the last token, 7), position 3 + 3 in chunk 1,
+  // 3 + 1 in chunk 2.
+  CHECK((fs.features[0].start == 7 && fs.features[0].end == 7));
+  CHECK((fs.features[1].start == 6 && fs.features[1].end == 6));
+  CHECK((fs.features[2].start == 4 && fs.features[2].end == 4));
+  // _check_is_max_context on chunk 1 (tokens 2-5): token 2 scores min(2,1) in chunk 0 against
+  // min(0,3) here; 3 and 4 score 1 here; token 5 scores min(1,2) = 1 in chunk 2 against 0 here.
+  CHECK(fs.features[1].max_context == u8({0, 0, 0, 0, 1, 1, 0, 0}));
+  CHECK(fs.features[0].max_context == u8({0, 0, 0, 1, 1, 1, 0, 0}));
+  CHECK(fs.features[2].max_context == u8({0, 0, 0, 0, 1, 1, 1, 0}));
+}
+
+TEST_CASE("squad GPT-2 round trip and v2.0 null answer at the last token", "[squad]") {
+  const Tokenizer& tok = gpt2_tokenizer();
+  const std::string c1 = "Beyonce Knowles was born in Houston, Texas.";
+  const std::string c2 = "one two three four five six seven eight";
+  std::vector<SquadExample> exs;
+  for (const char* a : {"Beyonce Knowles", "Houston", "Houston, Texas", "Texas"})
+    exs.push_back(example(std::to_string(exs.size()), c1, "Where?", {answer_at(c1, a)}));
+  for (const char* a : {"one", "four five", "six", "seven eight"})
+    exs.push_back(example(std::to_string(exs.size()), c2, "Where?", {answer_at(c2, a)}));
+  SquadExample imp = example("imp", c2, "Where?");
+  imp.is_impossible = true;
+  exs.push_back(imp);
+  squad::FeatureOptions opt;
+  opt.training = true, opt.decoder = true;
+  opt.max_length = 8, opt.doc_stride = 2, opt.max_query_length = 4;
+  const squad::Features fs = squad::make_features(exs, tok, opt);
+  CHECK(fs.skipped_examples == 0);
+  std::vector<std::vector<float>> st, en;
+  one_hot(fs, st, en);
+  squad::PredictOptions po;
+  po.version_2 = true;
+  std::map<std::string, double> odds;
+  const auto pred = squad::predict(exs, fs, st, en, tok, po, &odds);
+  CHECK(pred.at("0") == "Beyonce Knowles");
+  CHECK(pred.at("1") == "Houston");
+  CHECK(pred.at("2") == "Houston, Texas");
+  CHECK(pred.at("3") == "Texas");
+  CHECK(pred.at("4") == "one");
+  CHECK(pred.at("5") == "four five");
+  CHECK(pred.at("6") == "six");
+  CHECK(pred.at("7") == "seven eight");
+  // The impossible question: every feature's one-hot sits on its last token, so its null score
+  // 1 + 1 beats every span (0 + 0): "", with odds 2 - 0.
+  CHECK(pred.at("imp").empty());
+  CHECK(odds.at("imp") == Approx(2.0));
+  // An answerable example's chunk has null score 0 (the least over its features) and the gold
+  // span 2: odds -2.
+  CHECK(odds.at("6") == Approx(-2.0));
 }

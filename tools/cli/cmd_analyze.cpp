@@ -22,7 +22,7 @@ struct AnalyzeCli {
   std::string checkpoint, data = "valid", out, device, split;
   int64_t samples = 1024, max_length = 0;
   double graph_tau = 1e-4;
-  int graph_nodes = 40;
+  int graph_nodes = 40, layer_group = 4;
   bool no_graph = false, per_sample = false;
   std::vector<std::string> overrides;
 };
@@ -65,6 +65,7 @@ int run_analyze(const AnalyzeCli& o) {
   opt.graph_metrics = !o.no_graph;
   opt.per_sample = o.per_sample;
   opt.graph_tau = o.graph_tau, opt.graph_nodes = o.graph_nodes;
+  opt.layer_group = o.layer_group;
   opt.overrides = data_overrides(o, out);
   const bool bench = benchmark_data(o.data);
   if (!bench && (!o.split.empty() || o.max_length > 0))
@@ -102,6 +103,21 @@ int run_analyze(const AnalyzeCli& o) {
     fmt::print("head skip: fraction of (sample, head) pairs skipped per layer:");
     for (double x : r.skip_rate) fmt::print(" {:.4f}", x);
     fmt::print("\n");
+  }
+  // The head-skip note's table: per group of layers, the share of sinky (and skipped) heads and
+  // the value norms of sink tokens vs the others, and of sinky heads vs the others (A's).
+  const std::vector<SinkGroup> ga = sink_groups(r.attn, r.skip_rate, r.options.layer_group),
+                               gb = sink_groups(r.probs, r.skip_rate, r.options.layer_group);
+  fmt::print("sink heads per layer group (shares of (sample, layer, head); |v| mean value norms, A's):\n");
+  fmt::print("{:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8} {:>10} {:>10}\n", "layers", "sinky(A)", "sinky(B)",
+             "skipped", "|v|sink", "|v|other", "dv", "|v|sinkyH", "|v|otherH");
+  for (size_t g = 0; g < ga.size(); ++g) {
+    const SinkGroup& a = ga[g];
+    const std::string name =
+        g + 1 == ga.size() ? std::string("all") : fmt::format("{}-{}", a.first_layer, a.last_layer);
+    fmt::print("{:>9} {:>9.4f} {:>9.4f} {:>8.4f} {:>9.4f} {:>9.4f} {:>8.4f} {:>10.4f} {:>10.4f}\n", name,
+               a.sinky_share, gb[g].sinky_share, a.skip_share, a.sink_value_norm, a.other_value_norm,
+               a.value_norm_delta, a.sinky_head_value_norm, a.other_head_value_norm);
   }
   // Positional heads: most of a head's mass on the token itself or on the one before.
   std::vector<std::string> positional;
@@ -205,6 +221,9 @@ void register_analyze(CLI::App& app) {
       ->check(in_range(0, 1));
   sub->add_option("--graph-nodes", a.graph_nodes, "attention graph: its first N tokens (default 40)")
       ->check(in_range(2, 1 << 16));
+  sub->add_option("--layer-group", a.layer_group,
+                  "sink statistics: consecutive layers per group (default 4, the head-skip note's)")
+      ->check(in_range(1, 1 << 16));
   sub->add_flag("--per-sample", a.per_sample,
                 "also write per_sample.csv: entropy, GTD, CC, BC of every (sample, layer, map, head)");
   add_device_option(sub, a.device);

@@ -33,6 +33,7 @@ void DiagnosticsOptions::validate() const {
   if (!(peak_tau >= 0 && peak_tau <= 1)) fail(op, "peak_tau must be in [0,1], got {}", peak_tau);
   if (!(sinky_fraction >= 0 && sinky_fraction <= 1))
     fail(op, "sinky_fraction must be in [0,1], got {}", sinky_fraction);
+  if (layer_group < 1) fail(op, "layer_group must be >= 1, got {}", layer_group);
 }
 
 nlohmann::json DiagnosticsOptions::to_json() const {
@@ -43,6 +44,7 @@ nlohmann::json DiagnosticsOptions::to_json() const {
           {"graph_nodes", graph_nodes},
           {"peak_tau", peak_tau},
           {"sinky_fraction", sinky_fraction},
+          {"layer_group", layer_group},
           {"causal", causal},
           {"graph_metrics", graph_metrics}};
 }
@@ -292,6 +294,8 @@ void DiagnosticsAccumulator::add(const std::vector<AttentionMaps>& layers, const
           s.other_norm += r.other_norm;
           s.sink_n += r.sink_n;
           s.other_n += r.other_n;
+          (r.sinky ? s.sinky_head_norm : s.other_head_norm) += r.sink_norm + r.other_norm;
+          (r.sinky ? s.sinky_head_n : s.other_head_n) += r.sink_n + r.other_n;
           if (static_cast<int64_t>(s.position_entropy.size()) < n)
             s.position_entropy.resize(static_cast<size_t>(n), 0.0);
           for (int64_t p = 0; p < n; ++p)
@@ -341,6 +345,10 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
         d.other_value_norm = div(s.other_norm, s.other_n);
         d.sink_tokens = s.sink_n;
         d.other_tokens = s.other_n;
+        d.sinky_head_value_norm = div(s.sinky_head_norm, s.sinky_head_n);
+        d.other_head_value_norm = div(s.other_head_norm, s.other_head_n);
+        d.sinky_head_tokens = s.sinky_head_n;
+        d.other_head_tokens = s.other_head_n;
         d.position_entropy.resize(s.position_entropy.size());
         for (size_t p = 0; p < s.position_entropy.size(); ++p)
           d.position_entropy[p] = div(s.position_entropy[p], position_count_[p]);
@@ -365,7 +373,11 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
       y.sinky_rate = field(&HeadDiagnostics::sinky_rate);
       y.sink_value_norm = field(&HeadDiagnostics::sink_value_norm);
       y.other_value_norm = field(&HeadDiagnostics::other_value_norm);
+      y.sinky_head_value_norm = field(&HeadDiagnostics::sinky_head_value_norm);
+      y.other_head_value_norm = field(&HeadDiagnostics::other_head_value_norm);
       for (const auto& x : hs) {
+        y.sinky_head_tokens += x.sinky_head_tokens;
+        y.other_head_tokens += x.other_head_tokens;
         y.clustering_nan_samples += x.clustering_nan_samples;
         y.clustering_undefined_nodes += x.clustering_undefined_nodes;
         y.sink_tokens += x.sink_tokens;
@@ -386,6 +398,54 @@ DiagnosticsReport DiagnosticsAccumulator::report() const {
       for (const auto& x : md.heads.back()) md.last_layer_head_entropy.push_back(x.entropy);
   }
   return r;
+}
+
+// ---- sink statistics per layer group ---------------------------------------------------------
+
+std::vector<SinkGroup> sink_groups(const MapDiagnostics& md, const std::vector<double>& skip_rate,
+                                   int64_t group) {
+  if (group < 1) fail("diagnostics", "layer_group must be >= 1, got {}", group);
+  const auto L = static_cast<int64_t>(md.heads.size());
+  if (!skip_rate.empty() && static_cast<int64_t>(skip_rate.size()) != L)
+    fail("diagnostics", "skip_rate has {} layers, the maps {}", skip_rate.size(), L);
+  // A norm pooled by token from the heads' means and counts: Σ mean·n / Σ n.
+  struct Pool {
+    double sum = 0;
+    int64_t n = 0;
+    void add(double mean, int64_t k) {
+      if (k > 0) sum += mean * static_cast<double>(k), n += k;
+    }
+    double value() const { return n > 0 ? sum / static_cast<double>(n) : kNaN; }
+  };
+  const auto make = [&](int64_t first, int64_t last) {
+    SinkGroup g;
+    g.first_layer = first, g.last_layer = last;
+    Pool sink, other, sinky_head, other_head;
+    double sinky = 0, skip = 0;
+    int64_t heads = 0;
+    for (int64_t l = first; l <= last; ++l) {
+      for (const HeadDiagnostics& d : md.heads[static_cast<size_t>(l)]) {
+        sinky += d.sinky_rate, ++heads;
+        sink.add(d.sink_value_norm, d.sink_tokens), other.add(d.other_value_norm, d.other_tokens);
+        sinky_head.add(d.sinky_head_value_norm, d.sinky_head_tokens);
+        other_head.add(d.other_head_value_norm, d.other_head_tokens);
+      }
+      if (!skip_rate.empty()) skip += skip_rate[static_cast<size_t>(l)];
+    }
+    g.sinky_share = heads > 0 ? sinky / static_cast<double>(heads) : kNaN;
+    if (!skip_rate.empty()) g.skip_share = skip / static_cast<double>(last - first + 1);
+    g.sink_value_norm = sink.value(), g.other_value_norm = other.value();
+    g.value_norm_delta = g.sink_value_norm - g.other_value_norm;
+    g.sink_tokens = sink.n, g.other_tokens = other.n;
+    g.sinky_head_value_norm = sinky_head.value(), g.other_head_value_norm = other_head.value();
+    g.sinky_head_tokens = sinky_head.n, g.other_head_tokens = other_head.n;
+    return g;
+  };
+  std::vector<SinkGroup> out;
+  for (int64_t first = 0; first < L; first += group)
+    out.push_back(make(first, std::min(first + group, L) - 1));
+  if (L > 0) out.push_back(make(0, L - 1));
+  return out;
 }
 
 }  // namespace saobp

@@ -32,6 +32,10 @@ nlohmann::json head_json(const HeadDiagnostics& d) {
           {"other_value_norm", num(d.other_value_norm)},
           {"sink_tokens", d.sink_tokens},
           {"other_tokens", d.other_tokens},
+          {"sinky_head_value_norm", num(d.sinky_head_value_norm)},
+          {"other_head_value_norm", num(d.other_head_value_norm)},
+          {"sinky_head_tokens", d.sinky_head_tokens},
+          {"other_head_tokens", d.other_head_tokens},
           {"diagonal", num(d.diagonal)},
           {"previous", num(d.previous)},
           {"position_entropy", pos}};
@@ -53,6 +57,25 @@ nlohmann::json map_json(const MapDiagnostics& md) {
           {"heads", heads},
           {"cross_layer", {{"gtd", cg}, {"indirect_entropy", ci}}},
           {"last_layer_head_entropy", last}};
+}
+
+nlohmann::json groups_json(const MapDiagnostics& md, const std::vector<double>& skip_rate, int64_t group) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SinkGroup& g : sink_groups(md, skip_rate, group))
+    out.push_back({{"first_layer", g.first_layer},
+                   {"last_layer", g.last_layer},
+                   {"sinky_share", num(g.sinky_share)},
+                   {"skip_share", num(g.skip_share)},
+                   {"sink_value_norm", num(g.sink_value_norm)},
+                   {"other_value_norm", num(g.other_value_norm)},
+                   {"value_norm_delta", num(g.value_norm_delta)},
+                   {"sink_tokens", g.sink_tokens},
+                   {"other_tokens", g.other_tokens},
+                   {"sinky_head_value_norm", num(g.sinky_head_value_norm)},
+                   {"other_head_value_norm", num(g.other_head_value_norm)},
+                   {"sinky_head_tokens", g.sinky_head_tokens},
+                   {"other_head_tokens", g.other_head_tokens}});
+  return out;
 }
 
 std::string csv_num(double x) { return std::isfinite(x) ? fmt::format("{:.10g}", x) : std::string("nan"); }
@@ -86,7 +109,11 @@ nlohmann::json DiagnosticsReport::to_json() const {
                       {"position_count", position_count},
                       {"attn", map_json(attn)},
                       {"probs", map_json(probs)},
-                      {"skip_rate", skip_rate}};
+                      {"skip_rate", skip_rate},
+                      {"sink_groups",
+                       {{"layer_group", options.layer_group},
+                        {"attn", groups_json(attn, skip_rate, options.layer_group)},
+                        {"probs", groups_json(probs, skip_rate, options.layer_group)}}}};
   if (rope) j["rope"] = rope->to_json();
   if (!data.is_null()) j["data"] = data;
   return j;
