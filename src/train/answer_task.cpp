@@ -38,8 +38,10 @@ class AnswerTask : public Task {
     const tasks::Kind k = spec_.kind;
     if (k != tasks::Kind::count_sum && k != tasks::Kind::count_ones && k != tasks::Kind::count_random &&
         k != tasks::Kind::count_word)
-      fail("train", "data.answer = \"{}\": data.task '{}' is not a counting task (count_sum, count_ones, "
-           "count_random, count_word, each also _sep)", cfg.data.answer, spec_.name);
+      fail("train",
+           "data.answer = \"{}\": data.task '{}' is not a counting task (count_sum, count_ones, "
+           "count_random, count_word, each also _sep)",
+           cfg.data.answer, spec_.name);
     if (m.vocab_size < tasks::kLmVocabSize)
       fail("train",
            "data.answer = \"{}\": model.vocab_size {} is below the {} tokens of the tasks and the counts "
@@ -79,8 +81,9 @@ class AnswerTask : public Task {
       const Batch b = test_batch(cfg_.train.seq_len, i);
       std::vector<int32_t> pos, tgt;
       predicted_positions(b.labels, pos, tgt);
-      const Var logits = eval_logits(*body_, *head_, b.ids, b.key_mask,
-                                     Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, body_->device()));
+      const Var logits =
+          eval_logits(*body_, *head_, b.ids, b.key_mask,
+                      Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, body_->device()));
       score_logits(logits, tgt, all_sum, all_correct, all_n);  // every answer token
       // The final count: each example's last predicted position, its argmax against the count.
       const Tensor host = logits.data().to(Device::cpu()).to(DType::f32);
@@ -93,7 +96,7 @@ class AnswerTask : public Task {
           ++n;
         }
     }
-    EvalResult r = finish_eval(all_sum, correct, n);  // accuracy: the final count's
+    EvalResult r = finish_eval(all_sum, correct, n);                      // accuracy: the final count's
     r.loss = all_sum / static_cast<double>(std::max<int64_t>(all_n, 1));  // per answer token
     r.perplexity = std::exp(r.loss);
     return r;
@@ -123,8 +126,9 @@ class AnswerTask : public Task {
 
   nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
     return evaluate_lengths(
-        cfg_, spec_, [this](int64_t L) { return max_answer(L); }, [this](int64_t L) { return generate_at(L); },
-        out_dir, print, {{"answer", cfg_.data.answer}, {"evaluated_by", "greedy generation"}},
+        cfg_, spec_, [this](int64_t L) { return max_answer(L); },
+        [this](int64_t L) { return generate_at(L); }, out_dir, print,
+        {{"answer", cfg_.data.answer}, {"evaluated_by", "greedy generation"}},
         chain_ ? std::vector<std::string>{"chain_exact"} : std::vector<std::string>{});
   }
 
@@ -216,13 +220,15 @@ class AnswerTask : public Task {
       {
         std::vector<int32_t> pos, tgt;
         predicted_positions(b.labels, pos, tgt);
-        score_logits(eval_logits(*body_, *head_, b.ids, b.key_mask,
-                                 Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, body_->device())),
-                     tgt, loss_sum, unused, loss_n);
+        score_logits(
+            eval_logits(*body_, *head_, b.ids, b.key_mask,
+                        Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, body_->device())),
+            tgt, loss_sum, unused, loss_n);
       }
       size_t longest = 0;
       for (const auto& a : b.answers) longest = std::max(longest, a.size());
-      const int64_t budget = std::min<int64_t>(static_cast<int64_t>(longest) + kSlack, cfg_.model.max_positions - L);
+      const int64_t budget =
+          std::min<int64_t>(static_cast<int64_t>(longest) + kSlack, cfg_.model.max_positions - L);
       std::vector<int32_t> prompt_ids;
       for (const auto& p : b.prompts) prompt_ids.insert(prompt_ids.end(), p.begin(), p.end());
       DecodeCache cache = body_->decode_cache(B, L + budget);
@@ -231,7 +237,8 @@ class AnswerTask : public Task {
       std::vector<bool> done(static_cast<size_t>(B), false);
       for (int64_t t = 0; t < budget; ++t) {
         const int64_t n_new = h.size(1);
-        const Tensor logits = head_->logits(slice(h, 1, n_new - 1, n_new)).data().to(Device::cpu()).to(DType::f32);
+        const Tensor logits =
+            head_->logits(slice(h, 1, n_new - 1, n_new)).data().to(Device::cpu()).to(DType::f32);
         const std::vector<float> v = logits.to_vector<float>();
         const int64_t V = logits.size(-1);
         std::vector<int32_t> next(static_cast<size_t>(B));
@@ -260,7 +267,8 @@ class AnswerTask : public Task {
     out.accuracy = static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(n, 1));
     out.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_n, 1));
     out.examples = n;
-    if (chain_) out.extra["chain_exact"] = static_cast<double>(chain_ok) / static_cast<double>(std::max<int64_t>(n, 1));
+    if (chain_)
+      out.extra["chain_exact"] = static_cast<double>(chain_ok) / static_cast<double>(std::max<int64_t>(n, 1));
     return out;
   }
 };
