@@ -237,12 +237,15 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
       rows = true;
       const auto [xm, xc] = sample_metric(x);
       const auto [ym, yc] = sample_metric(y);
-      if (fs::exists(dir / "analysis.json")) {
-        const nlohmann::json a = parse_json_file((dir / "analysis.json").string());
-        const nlohmann::json* o = a.is_object() && a.contains("options") ? &a["options"] : nullptr;
-        if (o && o->is_object())
-          graph[src] = {{"graph_tau", o->value("graph_tau", nlohmann::json())},
-                        {"graph_nodes", o->value("graph_nodes", nlohmann::json())}};
+      // The attention graph CC and BC were measured on: analysis.json's options, when it is there.
+      if (const std::string path = (dir / "analysis.json").string(); fs::exists(path)) {
+        const nlohmann::json a = parse_json_file(path);
+        const JsonFields top(a, path, "correlate");
+        if (const nlohmann::json* o = top.find("options")) {
+          const JsonFields options(*o, path + ": options", "correlate");
+          graph[src] = {{"graph_tau", options.number("graph_tau", NAN)},
+                        {"graph_nodes", options.integer("graph_nodes", -1)}};
+        }
       }
       for (const auto& [key, s] : read_per_sample((dir / "per_sample.csv").string())) {
         const auto [sample, layer, head] = key;

@@ -308,6 +308,12 @@ TEST_CASE("study: correlation over the (sample, layer, head) rows of an analysis
   CHECK(c["spearman_rho"].get<double>() == near(0.8));
   CHECK(c["points"][2]["label"] == "sample 1 L0 H0");
   CHECK(c["graph"][dir]["graph_tau"] == 0.01);
+  CHECK(c["graph"][dir]["graph_nodes"] == 20);
+  // analysis.json is read through its schema: a τ that is not a number is named.
+  write(dir, "analysis.json", R"({"options": {"graph_tau": "0.01"}})");
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd", "clustering", only0),
+                    Contains("analysis.json: options: graph_tau"));
+  write(dir, "analysis.json", R"({"options": {"graph_tau": 0.01, "graph_nodes": 20}})");
   // A.gtd = 10 - B's gtd: r = -0.8 against B's clustering.
   CHECK(study::correlate_sources({dir}, "A.gtd", "B.clustering", only0)["pearson_r"].get<double>() ==
         near(-0.8));
