@@ -230,8 +230,9 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
       checkpoints = true;
       for (const nlohmann::json& line : read_eval_lines(src)) {
         const std::vector<std::pair<std::string, double>> m = eval_line_metrics(line);
-        add(src, "step " + std::to_string(line.value("step", int64_t{0})), find_metric(m, x),
-            find_metric(m, y));
+        const int64_t step = line.value("step", int64_t{0});
+        if (step < opt.from_step) continue;
+        add(src, "step " + std::to_string(step), find_metric(m, x), find_metric(m, y));
       }
     } else if (fs::exists(dir / "per_sample.csv")) {
       rows = true;

@@ -24,6 +24,7 @@ namespace saobp::study {
 
 struct CorrelateOptions {
   std::vector<int64_t> layers;  // analysis folders: only these layers' rows (empty: every layer)
+  int64_t from_step = 0;        // run folders: only the evaluations at this step or later
 };
 
 // {"x", "y", "over": "runs", "checkpoints", "(sample, layer, head) rows" or several of them

@@ -272,6 +272,13 @@ TEST_CASE("study: correlation of two metrics over a run's evaluations", "[study]
   CHECK(c["pearson_p"].get<double>() == near(0.2));
   CHECK(c["spearman_rho"].get<double>() == near(0.8));
   CHECK(c["points"][1]["label"] == "step 4");
+  // --from-step 4: steps 4, 6, 8 (entropy 2, 3, 4 against accuracy 3, 2, 4): r = 1 / (√2 √2) = 0.5.
+  study::CorrelateOptions late;
+  late.from_step = 4;
+  const nlohmann::json l = study::correlate_sources({dir}, "entropy_L1", "accuracy", late);
+  CHECK(l["n"] == 3);
+  CHECK(l["pearson_r"].get<double>() == near(0.5));
+  CHECK(l["points"][0]["label"] == "step 4");
   CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"), Contains("0 point(s)"));
   CHECK_THROWS_WITH(study::correlate_sources({dir + "/nothing"}, "a", "b"),
                     Contains("neither a study folder"));

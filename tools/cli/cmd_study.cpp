@@ -55,6 +55,8 @@ void register_correlate(CLI::App& app) {
       ->required();
   sub->add_option("--layer", opt.layers, "analysis folders: only these layers (default: all)")
       ->check(at_least(0));
+  sub->add_option("--from-step", opt.from_step, "run folders: only the evaluations at this step or later")
+      ->check(at_least(0));
   sub->add_option(
          "--x", x,
          "the metric on the x axis, e.g. entropy_L1 (TASK:NAME for a fine-tuning metric; gtd, A.gtd, "
