@@ -248,8 +248,10 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
                         {"graph_nodes", options.integer("graph_nodes", -1)}};
         }
       }
-      for (const auto& [key, s] : read_per_sample((dir / "per_sample.csv").string())) {
-        const auto [sample, layer, head] = key;
+      for (const auto& row : read_per_sample((dir / "per_sample.csv").string())) {
+        // Not a structured binding: clang does not capture those in the lambda below.
+        const int64_t sample = row.first[0], layer = row.first[1], head = row.first[2];
+        const SampleHead& s = row.second;
         if (!opt.layers.empty() && std::find(opt.layers.begin(), opt.layers.end(), layer) == opt.layers.end())
           continue;
         auto value = [&](int m, size_t c) -> std::optional<double> {
