@@ -347,6 +347,14 @@ int64_t train_length(const TaskSpec& t, uint64_t seed, uint64_t index, int64_t m
   return t.min_length + r.below(max_length - t.min_length + 1);
 }
 
+std::vector<int64_t> train_lengths(const TaskSpec& t, uint64_t seed, uint64_t first, int64_t n,
+                                   int64_t max_length) {
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < n; ++b)
+    lengths.push_back(train_length(t, seed, first + static_cast<uint64_t>(b), max_length));
+  return lengths;
+}
+
 Batch make_batch(const TaskSpec& t, uint64_t seed, Split split, const std::vector<int64_t>& lengths,
                  uint64_t first_index) {
   const int64_t B = static_cast<int64_t>(lengths.size());

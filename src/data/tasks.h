@@ -85,6 +85,10 @@ int32_t solve(const TaskSpec& t, const std::vector<int32_t>& tokens);
 // own stream, so the per-length evaluation is not all outside the training range.
 int64_t train_length(const TaskSpec& t, uint64_t seed, uint64_t index, int64_t max_length);
 
+// The lengths of training examples first .. first + n - 1 (train_length of each).
+std::vector<int64_t> train_lengths(const TaskSpec& t, uint64_t seed, uint64_t first, int64_t n,
+                                   int64_t max_length);
+
 struct Batch {
   Tensor ids;                    // (B,T) i32, PAD after each sequence's end
   Tensor key_mask;               // (B,T) u8, 1 = token

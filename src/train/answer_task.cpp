@@ -117,11 +117,7 @@ class AnswerTask : public Task {
   }
   void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
                Tensor& logits) override {
-    NoGradGuard ng;
-    body_->capture_hidden(&hidden);
-    const Var h = body_->hidden(ids, Tensor(), Tensor(), false, 0, &maps);
-    body_->capture_hidden(nullptr);
-    logits = head_->logits(h).data();
+    inspect_lm(*body_, *head_, ids, maps, hidden, logits);
   }
 
   nlohmann::json final_evaluation(const std::string& out_dir, bool print) override {
@@ -192,11 +188,9 @@ class AnswerTask : public Task {
   Batch train_batch(int64_t index) const {
     const int64_t B = cfg_.train.batch_size;
     const auto first = static_cast<uint64_t>(index * B);
-    std::vector<int64_t> lengths;
-    for (int64_t b = 0; b < B; ++b)
-      lengths.push_back(
-          tasks::train_length(spec_, cfg_.train.seed, first + static_cast<uint64_t>(b), cfg_.train.seq_len));
-    return batch_of(examples(tasks::Split::train, lengths, first));
+    return batch_of(examples(tasks::Split::train,
+                             tasks::train_lengths(spec_, cfg_.train.seed, first, B, cfg_.train.seq_len),
+                             first));
   }
   // Batch `i` of the test split at length L: examples i·B .. i·B + B - 1 of that length, the same
   // examples the classification form is evaluated on.

@@ -110,12 +110,10 @@ class ClsTask : public Task {
 
   tasks::Batch train_batch(int64_t index) const {
     const int64_t B = cfg_.train.batch_size;
-    const uint64_t first = static_cast<uint64_t>(index * B);
-    std::vector<int64_t> lengths;
-    for (int64_t b = 0; b < B; ++b)
-      lengths.push_back(
-          tasks::train_length(spec_, cfg_.train.seed, first + static_cast<uint64_t>(b), cfg_.train.seq_len));
-    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::train, lengths, first);
+    const auto first = static_cast<uint64_t>(index * B);
+    return tasks::make_batch(spec_, cfg_.train.seed, tasks::Split::train,
+                             tasks::train_lengths(spec_, cfg_.train.seed, first, B, cfg_.train.seq_len),
+                             first);
   }
   tasks::Batch split_batch(Split split, int64_t index) const {
     return split == Split::train ? train_batch(index) : test_batch(cfg_.train.seq_len, index);

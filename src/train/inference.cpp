@@ -142,4 +142,13 @@ nlohmann::json inference_bench_json(const RunConfig& cfg, const InferenceBench& 
           {"single", inference_figures(b.single)}};
 }
 
+void inspect_lm(Body& body, LmHead& head, const Tensor& ids, std::vector<AttentionMaps>& maps,
+                std::vector<Tensor>& hidden, Tensor& logits) {
+  NoGradGuard ng;
+  body.capture_hidden(&hidden);
+  const Var h = body.hidden(ids, Tensor(), Tensor(), false, 0, &maps);
+  body.capture_hidden(nullptr);
+  logits = head.logits(h).data();
+}
+
 }  // namespace saobp

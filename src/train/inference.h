@@ -26,6 +26,11 @@ void predicted_positions(const Tensor& labels, std::vector<int32_t>& pos, std::v
 // the positions only (LmHead::logits_at). The caller holds a NoGradGuard.
 Var eval_logits(Body& body, LmHead& head, const Tensor& ids, const Tensor& key_mask, const Tensor& positions);
 
+// One sequence ids (1,T) through a body and its LM head in eval mode (Task::inspect of the
+// language-model tasks): every layer's maps, the hidden states and the logits (1,T,V).
+void inspect_lm(Body& body, LmHead& head, const Tensor& ids, std::vector<AttentionMaps>& maps,
+                std::vector<Tensor>& hidden, Tensor& logits);
+
 // The timing of one batch size: every timed pass, their median, min and max (seconds), the head's
 // rows (mean over the timed passes) and the forward FLOPs at that mean (train/flops.h).
 struct InferenceTiming {

@@ -66,11 +66,7 @@ class LmTask : public Task {
   }
   void inspect(const Tensor& ids, std::vector<AttentionMaps>& maps, std::vector<Tensor>& hidden,
                Tensor& logits) override {
-    NoGradGuard ng;
-    body_->capture_hidden(&hidden);
-    const Var h = body_->hidden(ids, Tensor(), Tensor(), false, 0, &maps);
-    body_->capture_hidden(nullptr);
-    logits = head_->logits(h).data();
+    inspect_lm(*body_, *head_, ids, maps, hidden, logits);
   }
   nlohmann::json hf_config() const override { return hf_config_of(cfg_.model, data_); }
   int64_t batch_size() const override { return cfg_.train.batch_size; }
