@@ -16,8 +16,8 @@
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
 # SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
 # (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
-# subset of: build info tests kernels train kill mpi hf bench torch; default all but tests, the
-# CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels stage, default
+# subset of: build info tests kernels train commands sanitize kill mpi hf bench torch; default
+# all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels stage, default
 # [cuda]). Each stage has a time limit; a failing stage is logged and the next one still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ mkdir -p "$(dirname "$log")"
 log=$(realpath "$log")
 out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info kernels train kill mpi hf bench torch}
+stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize kill mpi hf bench torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
 t_start=$SECONDS
@@ -118,7 +118,7 @@ else
     exit 1
   fi
 fi
-export saobp=$root/$bin/saobp work
+export saobp=$root/$bin/saobp bin work
 work=$(mktemp -d)
 
 stage info 60 "$saobp" info
@@ -128,6 +128,28 @@ stage kernels 420 env OMP_NUM_THREADS=8 "$bin/tests/saobp_tests" "${SAOBP_GPU_TE
 # A training run end to end (the quickstart model on synthetic data), with its log lines.
 stage train 120 "$saobp" train configs/quickstart.toml data.kind=synthetic train.device=cuda train.max_steps=200 \
   train.eval_every=100 train.log_every=50 train.run_dir="$work/train"
+# Every command on the GPU beside the CPU (tests/train/gpu_commands.sh).
+stage commands 300 bash tests/train/gpu_commands.sh "$saobp"
+# compute-sanitizer's memcheck over the kernel tests and three steps of a training run that uses
+# every kernel of a step (RoPE, head skip, 2 BP steps, learnable lambda, Entropy-Reg).
+gpu_sanitize() {
+  local cs
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null) || {
+    echo "no compute-sanitizer"
+    return 1
+  }
+  "$cs" --tool memcheck --error-exitcode 9 "$bin/tests/saobp_tests" "[cuda]~[train]~[finetune]" || return 1
+  local family
+  for family in bert gpt2; do
+    "$cs" --tool memcheck --error-exitcode 9 "$saobp" train "" model.family=$family model.preset=custom \
+      model.vocab_size=64 data.vocab_size=64 model.hidden=32 model.layers=2 model.heads=2 model.intermediate=64 \
+      model.max_positions=32 model.attention=bp_high model.bp_steps=2 model.learnable_lambda=true \
+      model.positions=rope model.skip_sinky_heads=true train.regularizer=entropy data.kind=synthetic \
+      train.seq_len=16 train.batch_size=4 train.max_steps=3 train.eval_every=0 train.log_every=1 \
+      train.device=cuda train.run_dir="$work/sanitize-$family" --quiet || return 1
+  done
+}
+stage sanitize 300 gpu_sanitize
 # The kill test of the checkpoint swap, on the GPU.
 stage kill 180 env SAOBP_TEST_DEVICE=cuda bash tests/train/kill_test.sh "$saobp"
 # Two ranks sharing the GPU against one process with grad_accum 2: bitwise the same weights.

@@ -30,6 +30,10 @@ size_t memory_peak_bytes(int index);
 // too large for the staging buffers, a staging buffer still in flight. A training step's count
 // is fixed (docs/performance.md); 0 without CUDA.
 uint64_t host_waits();
+// The seconds the host spent in those waits; 0 without CUDA. A step's wall time less these is
+// the host's own time (queuing kernels, autograd): `saobp bench` prints both, so a step the
+// host's pace bounds shows as one whose host time is near its GPU time.
+double host_wait_seconds();
 
 // GPU time per kernel (the kern:: dispatchers' CUDA twins, timed by CUDA events around each
 // call) while profiling is on: `saobp bench --profile`. profile_report() waits for the GPU,

@@ -110,6 +110,23 @@ TEST_CASE("cuda runtime: device, copies, caching allocator", "[cuda]") {
   saobp::cuda::synchronize(0);
 }
 
+// Issue "Train on the GPU", item 3: asking for more than the GPU holds is an error that names the
+// GiB asked for and free and the keys to lower, and the device goes on working after it.
+TEST_CASE("cuda runtime: out of memory is an error naming the sizes and the keys", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const saobp::cuda::DeviceProperties p = saobp::cuda::device_properties(0);
+  const int64_t floats = static_cast<int64_t>(p.total_bytes / 4) + (int64_t{1} << 28);  // 1 GiB past the card
+  CHECK_ERROR(Tensor::empty({floats}, DType::f32, kGpu),
+              Catch::Matchers::Contains("out of GPU memory on cuda:0") &&
+                  Catch::Matchers::Contains("GiB free") && Catch::Matchers::Contains("train.batch_size") &&
+                  Catch::Matchers::Contains("model.seq_len"));
+  const std::vector<float> v{1.0f, 2.0f};
+  CHECK(Tensor::from_vector(v, {2}, kGpu).to_vector<float>() == v);
+}
+
 TEST_CASE("cuda fill on a strided view", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");

@@ -91,6 +91,9 @@ struct StepBench {
   double labels = 0;  // Head::classifier: K
   std::function<double(int64_t)> prepare, run;
   std::vector<double> times;
+  // On a GPU: the host's wall time of each timed step (until its last launch or wait returned),
+  // and the part of it spent waiting for the GPU.
+  std::vector<double> host_times, wait_times;
   double loss = 0, head_rows = 0;
   // Filled by report().
   double med = 0, lo = 0, hi = 0, flops = 0;
@@ -122,10 +125,16 @@ std::pair<CpuTimes, CpuTimes> time_steps(std::vector<StepBench*>& benches, int w
       const auto t0 = std::chrono::steady_clock::now();
       if (timer) timer->start();
       const uint64_t w0 = cuda::host_waits();
+      const double ws0 = cuda::host_wait_seconds();
       b->loss = b->run(s);
       if (s >= warmup) waits0 += cuda::host_waits() - w0;
       double dt = 0;
       if (timer) {
+        if (s >= warmup) {
+          b->host_times.push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          b->wait_times.push_back(cuda::host_wait_seconds() - ws0);
+        }
         timer->stop();
         dt = timer->seconds();
       } else {
@@ -192,6 +201,12 @@ void report(StepBench& b, const RunConfig& cfg, int64_t tokens, int warmup) {
   fmt::print("steps: {} warm-up, {} timed; last loss {:.4f}\n", warmup, b.times.size(), b.loss);
   fmt::print("ms/step: median {:.1f} (min {:.1f}, max {:.1f})\n", 1e3 * b.med, 1e3 * b.lo, 1e3 * b.hi);
   fmt::print("tokens/s: {:.0f} (median step)\n", static_cast<double>(tokens) / b.med);
+  if (!b.host_times.empty()) {
+    const double wall = stats::median(b.host_times), wait = stats::median(b.wait_times);
+    fmt::print("host ms/step: median {:.2f} wall, {:.2f} waiting for the GPU, {:.2f} its own work{}\n",
+               1e3 * wall, 1e3 * wait, 1e3 * (wall - wait),
+               wall - wait > 0.8 * b.med ? " (the host's pace bounds the step)" : "");
+  }
   fmt::print("model GFLOP/s: {:.1f}\n", b.flops / b.med / 1e9);
 }
 
@@ -208,7 +223,9 @@ nlohmann::json figures_json(const StepBench& b, int64_t tokens) {
           {"flops_per_step", b.flops},
           {"flop_terms", terms},
           {"gflops", b.flops / b.med / 1e9},
-          {"loss", b.loss}};
+          {"loss", b.loss},
+          {"host_ms_per_step", b.host_times.empty() ? 0.0 : 1e3 * stats::median(b.host_times)},
+          {"host_wait_ms_per_step", b.wait_times.empty() ? 0.0 : 1e3 * stats::median(b.wait_times)}};
 }
 
 // The figures of one batch size of --inference, printed.

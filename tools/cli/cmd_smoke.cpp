@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "tensor/kernels.h"
 #include "tensor/philox.h"
+#include "train/config.h"
+#include "train/task.h"
 
 namespace saobp::cli {
 
@@ -20,6 +22,7 @@ namespace {
 struct SmokeOptions {
   int steps = 300, batch = 32, seed = 42;
   double lr = 3e-3;
+  std::string device = "cpu";
 };
 
 struct Param {
@@ -27,8 +30,9 @@ struct Param {
   Tensor m, s;  // Adam moments
 };
 
-Var param(std::vector<Param>& ps, const char* name, const Shape& shape, double std, uint64_t seed) {
-  Tensor t = Tensor::empty(shape);
+Var param(std::vector<Param>& ps, const char* name, const Shape& shape, double std, uint64_t seed,
+          const Device& dev) {
+  Tensor t = Tensor::empty(shape, DType::f32, dev);
   if (std > 0)
     kern::fill_random(t, RandomKind::normal, 0.0, std, RngKey{seed, ps.size(), 0});
   else
@@ -40,32 +44,36 @@ Var param(std::vector<Param>& ps, const char* name, const Shape& shape, double s
 int run_smoke(const SmokeOptions& o) {
   const int64_t V = 16, T = 16, C = 64, NH = 2, HALF = 8;
   const uint64_t seed = static_cast<uint64_t>(o.seed);
+  RunConfig device_cfg;  // the device is checked as train.device is (a GPU this build and machine have)
+  device_cfg.train.device = o.device;
+  const Device dev = run_device(device_cfg);
   std::vector<Param> ps;
-  Var wte = param(ps, "wte", {V, C}, 0.02, seed), wpe = param(ps, "wpe", {T, C}, 0.02, seed);
-  Var ln1w = param(ps, "ln_1.weight", {C}, -1, seed), ln1b = param(ps, "ln_1.bias", {C}, 0, seed);
-  Var qkvw = param(ps, "attn.c_attn.weight", {3 * C, C}, 0.02, seed),
-      qkvb = param(ps, "attn.c_attn.bias", {3 * C}, 0, seed);
-  Var prw = param(ps, "attn.c_proj.weight", {C, C}, 0.02, seed),
-      prb = param(ps, "attn.c_proj.bias", {C}, 0, seed);
-  Var ln2w = param(ps, "ln_2.weight", {C}, -1, seed), ln2b = param(ps, "ln_2.bias", {C}, 0, seed);
-  Var fcw = param(ps, "mlp.c_fc.weight", {4 * C, C}, 0.02, seed),
-      fcb = param(ps, "mlp.c_fc.bias", {4 * C}, 0, seed);
-  Var f2w = param(ps, "mlp.c_proj.weight", {C, 4 * C}, 0.02, seed),
-      f2b = param(ps, "mlp.c_proj.bias", {C}, 0, seed);
-  Var lnfw = param(ps, "ln_f.weight", {C}, -1, seed), lnfb = param(ps, "ln_f.bias", {C}, 0, seed);
+  Var wte = param(ps, "wte", {V, C}, 0.02, seed, dev), wpe = param(ps, "wpe", {T, C}, 0.02, seed, dev);
+  Var ln1w = param(ps, "ln_1.weight", {C}, -1, seed, dev), ln1b = param(ps, "ln_1.bias", {C}, 0, seed, dev);
+  Var qkvw = param(ps, "attn.c_attn.weight", {3 * C, C}, 0.02, seed, dev),
+      qkvb = param(ps, "attn.c_attn.bias", {3 * C}, 0, seed, dev);
+  Var prw = param(ps, "attn.c_proj.weight", {C, C}, 0.02, seed, dev),
+      prb = param(ps, "attn.c_proj.bias", {C}, 0, seed, dev);
+  Var ln2w = param(ps, "ln_2.weight", {C}, -1, seed, dev), ln2b = param(ps, "ln_2.bias", {C}, 0, seed, dev);
+  Var fcw = param(ps, "mlp.c_fc.weight", {4 * C, C}, 0.02, seed, dev),
+      fcb = param(ps, "mlp.c_fc.bias", {4 * C}, 0, seed, dev);
+  Var f2w = param(ps, "mlp.c_proj.weight", {C, 4 * C}, 0.02, seed, dev),
+      f2b = param(ps, "mlp.c_proj.bias", {C}, 0, seed, dev);
+  Var lnfw = param(ps, "ln_f.weight", {C}, -1, seed, dev), lnfb = param(ps, "ln_f.bias", {C}, 0, seed, dev);
   int64_t nparams = 0;
   for (auto& p : ps) nparams += p.v.numel();
 
   std::vector<uint8_t> causal(static_cast<size_t>(T * T));
   for (int64_t i = 0; i < T; ++i)
     for (int64_t j = 0; j < T; ++j) causal[static_cast<size_t>(i * T + j)] = j <= i;
-  const Tensor mask = Tensor::from_vector(causal, {1, 1, T, T});
+  const Tensor mask = Tensor::from_vector(causal, {1, 1, T, T}, dev);
   std::vector<int32_t> pos(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-  const Tensor pos_ids = Tensor::from_vector(pos, {T});
+  const Tensor pos_ids = Tensor::from_vector(pos, {T}, dev);
 
-  fmt::print("smoke: one causal transformer block, C={} NH={} T={} V={}, {} parameters, batch {}, {} steps\n",
-             C, NH, T, V, nparams, o.batch, o.steps);
+  fmt::print(
+      "smoke: one causal transformer block, C={} NH={} T={} V={}, {} parameters, batch {}, {} steps, on {}\n",
+      C, NH, T, V, nparams, o.batch, o.steps, dev.str());
   const auto t0 = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   for (int step = 0; step < o.steps; ++step) {
@@ -80,8 +88,8 @@ int run_smoke(const SmokeOptions& o) {
     for (int64_t b = 0; b < o.batch; ++b)
       for (int64_t t = HALF - 1; t < T - 1; ++t)
         tgt[static_cast<size_t>(b * T + t)] = ids[static_cast<size_t>(b * T + t + 1)];
-    const Tensor x_ids = Tensor::from_vector(ids, {o.batch, T}),
-                 y_ids = Tensor::from_vector(tgt, {o.batch, T});
+    const Tensor x_ids = Tensor::from_vector(ids, {o.batch, T}, dev),
+                 y_ids = Tensor::from_vector(tgt, {o.batch, T}, dev);
 
     const RngKey drop{seed, 2000, static_cast<uint64_t>(step) << 32};
     Var x = add(embedding(wte, x_ids), embedding(wpe, pos_ids));
@@ -109,7 +117,7 @@ int run_smoke(const SmokeOptions& o) {
                          ss = p.s.to_vector<float>();
       for (size_t i = 0; i < w.size(); ++i)
         w[i] -= static_cast<float>(o.lr * (mm[i] / c1) / (std::sqrt(ss[i] / c2) + eps));
-      p.v.data().copy_from(Tensor::from_vector(w, p.v.shape()));
+      p.v.data().copy_from(Tensor::from_vector(w, p.v.shape(), dev));
       p.v.zero_grad();
     }
     const double l = loss.data().item();
@@ -137,6 +145,7 @@ void register_smoke(CLI::App& app) {
   sub->add_option("--batch", o.batch, "sequences per step")->check(at_least(1));
   sub->add_option("--lr", o.lr, "Adam learning rate")->check(above(0));
   sub->add_option("--seed", o.seed, "random seed");
+  sub->add_option("--device", o.device, "cpu, cuda or cuda:N");
   add_command(sub, [] { return run_smoke(o); });
 }
 

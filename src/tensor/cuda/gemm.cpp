@@ -11,8 +11,10 @@
 // stream. cuBLAS then gives bitwise identical results run to run on one GPU model and version.
 #include <cublas_v2.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "tensor/checks.h"
 #include "tensor/cuda/common.h"
@@ -34,7 +36,10 @@ cublasHandle_t handle(int device) {
   if (auto it = handles->find(device); it != handles->end()) return it->second;
   cublasHandle_t h = nullptr;
   check_cublas(cublasCreate(&h), "gemm");
-  check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "gemm");
+  const char* math = std::getenv("SAOBP_CUBLAS_MATH");  // "default": CUBLAS_DEFAULT_MATH (measured)
+  check_cublas(cublasSetMathMode(
+                   h, math && std::string(math) == "default" ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH),
+               "gemm");
   check_cublas(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "gemm");
   handles->emplace(device, h);
   return h;

@@ -9,6 +9,7 @@
 // there on the host, then by cudaMemcpyAsync; a buffer is used again once the event recorded
 // after its copy has passed, which it has long done in a training step (the ring holds 32).
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -21,6 +22,22 @@ namespace saobp::cuda {
 namespace {
 
 std::atomic<uint64_t> waits{0};
+std::atomic<int64_t> wait_ns{0};
+
+// One wait of the host for the GPU: counted, and its time added up (host_wait_seconds).
+class Wait {
+ public:
+  Wait() { ++waits; }
+  ~Wait() {
+    wait_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  Wait(const Wait&) = delete;
+  Wait& operator=(const Wait&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
 
 constexpr size_t kStages = 32, kStageMax = size_t{16} << 20;  // larger copies wait (model loads)
 
@@ -44,7 +61,7 @@ class StagingRing {
     if (s.in_flight) {
       const cudaError_t q = cudaEventQuery(s.done);
       if (q == cudaErrorNotReady) {
-        ++waits;
+        Wait w;
         check(cudaEventSynchronize(s.done), "cuda.memcpy");
       } else {
         check(q, "cuda.memcpy");
@@ -185,14 +202,16 @@ void memcpy_to_device(void* dst, const void* src, size_t nbytes, int index) {
   use_device(index, "cuda.memcpy");
   if (nbytes == 0) return;
   if (nbytes <= kStageMax) return staging().copy(dst, src, nbytes, index);
-  ++waits;
+  Wait w;
   check(cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice), "cuda.memcpy");
 }
 
 void memcpy_to_host(void* dst, const void* src, size_t nbytes, int index) {
   use_device(index, "cuda.memcpy");
-  ++waits;
-  check(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost), "cuda.memcpy");
+  {
+    Wait w;
+    check(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost), "cuda.memcpy");
+  }
   check_deferred_indices(index);
 }
 
@@ -203,12 +222,15 @@ void memcpy_device(void* dst, const void* src, size_t nbytes, int index) {
 
 void synchronize(int index) {
   use_device(index, "cuda.synchronize");
-  ++waits;
-  check(cudaDeviceSynchronize(), "cuda.synchronize");
+  {
+    Wait w;
+    check(cudaDeviceSynchronize(), "cuda.synchronize");
+  }
   check_deferred_indices(index);
 }
 
 uint64_t host_waits() { return waits.load(); }
+double host_wait_seconds() { return 1e-9 * static_cast<double>(wait_ns.load()); }
 
 bool profiling() { return profiler().on.load(std::memory_order_relaxed); }
 void set_profiling(bool on) {
@@ -236,8 +258,10 @@ void EventTimer::stop() {
   check(cudaEventRecord(static_cast<cudaEvent_t>(stop_), cudaStreamLegacy), "cuda.timer");
 }
 double EventTimer::seconds() {
-  ++waits;
-  check(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cuda.timer");
+  {
+    Wait w;
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cuda.timer");
+  }
   float ms = 0;
   check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
         "cuda.timer");

@@ -19,6 +19,7 @@ void memcpy_to_host(void*, const void*, size_t, int) { fail("cuda.memcpy", "buil
 void memcpy_device(void*, const void*, size_t, int) { fail("cuda.memcpy", "built without CUDA"); }
 void synchronize(int) {}
 uint64_t host_waits() { return 0; }
+double host_wait_seconds() { return 0; }
 bool profiling() { return false; }
 void set_profiling(bool) {}
 std::vector<OpTime> profile_report() { return {}; }
