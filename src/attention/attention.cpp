@@ -64,9 +64,48 @@ double AttentionSpec::lambda_for_layer(int64_t layer) const {
   return layer_lambdas.empty() ? lambda : layer_lambdas.at(static_cast<size_t>(layer));
 }
 
+bool runs_tiled(const AttentionConfig& cfg, bool maps_wanted) {
+  return cfg.tiled && !maps_wanted && !cfg.skip_sinky && cfg.variant != AttnVariant::bp_elemmul;
+}
+
+namespace {
+
+// The tiled kernels behind the same autograd record: saved are the row log-sum-exps, the column
+// sums of the log-factors and the output (the backward's ρ^S = dO · O), O(T) per head.
+Var attention_tiled(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
+                    const AttentionConfig& cfg) {
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
+  const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
+  const AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)),
+                     cfg.causal && cfg.leak};
+  const bool bp = uses_lambda(cfg.variant);
+  Tensor lam;
+  if (bp) {
+    if (!lambda.defined()) fail("attention", "variant {} needs λ", variant_name(cfg.variant));
+    lam = lambda.data().contiguous();
+  }
+  const int64_t S = bp ? cfg.steps : 0;
+  Tensor out = Q.new_empty(Q.shape()), lse = Q.new_empty({S + 1, B, NH, T}), colsum;
+  if (S > 0) colsum = Q.new_empty({S, B, NH, T});
+  kern::attention_tiled_forward(Q, K, V, key_mask, lam, p, out, lse, colsum);
+  std::vector<Var> inputs{q, k, v};
+  if (bp) inputs.push_back(lambda);
+  return make_result(out, "attention", inputs,
+                     [Q, K, V, key_mask, lam, p, out, lse, colsum, bp](const Tensor& g, GradSlots& gin) {
+                       Tensor none, gq = gin.needs(0) ? gin[0] : none, gk = gin.needs(1) ? gin[1] : none,
+                                    gv = gin.needs(2) ? gin[2] : none,
+                                    gl = bp && gin.needs(3) ? gin[3] : none;
+                       kern::attention_tiled_backward(Q, K, V, key_mask, lam, p, out, lse, colsum,
+                                                      g.contiguous(), gq, gk, gv, gl);
+                     });
+}
+
+}  // namespace
+
 Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
               const AttentionConfig& cfg, AttentionMaps* maps) {
   if (q.dim() != 4) fail("attention", "q must be (B,NH,T,HS), got {}", q.data().str());
+  if (runs_tiled(cfg, maps != nullptr)) return attention_tiled(q, k, v, key_mask, lambda, cfg);
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
   const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
   AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)),

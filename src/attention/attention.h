@@ -34,7 +34,15 @@ struct AttentionConfig {
   // later rows included, while the keys stay k <= j. Row i > j attends to keys k <= j, so the
   // future reaches the past through the messages: a reading of the paper's decoder that leaks.
   bool leak = false;
+  // The tiled kernels (attention_tiled_forward/backward): O(T) memory instead of S + 1 maps of T×T
+  // per head, the same function to float rounding. original, bp_high and bp_low; a call that asks
+  // for the maps (diagnostics), bp_elemmul or the head skip (it reads every row of B) takes the
+  // materialized kernels.
+  bool tiled = false;
 };
+
+// Whether a call with these settings runs the tiled kernels.
+bool runs_tiled(const AttentionConfig& cfg, bool maps_wanted);
 
 const char* variant_name(AttnVariant v);
 // "original", "bp_high", "bp_low", "bp_elemmul"; throws naming the allowed values otherwise.

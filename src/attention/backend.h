@@ -26,6 +26,12 @@ inline AttnDims attn_dims(const Tensor& q) { return {q.size(0), q.size(1), q.siz
 AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                          const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
                          const Tensor& aux);
+// The tiled kernels: q, k, v, key_mask and lambda as check_attention's; variant original,
+// bp_high or bp_low; lse (S+1,B,NH,T) and colsum (S,B,NH,T) (undefined when S = 0) contiguous of
+// q's dtype, S = steps for the BP variants and 0 for original.
+AttnDims check_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
+                               const Tensor& lambda, const AttnParams& p, const Tensor& lse,
+                               const Tensor& colsum);
 // sink_gate: probs (B,NH,T,T) contiguous float, key_mask undefined or (B,T) u8 contiguous, keep
 // (B,NH) contiguous of probs' dtype, all on one device.
 void check_sink_gate(const Tensor& probs, const Tensor& key_mask, const Tensor& keep);

@@ -1,0 +1,203 @@
+// The tiled SAOBP kernels (O(T) memory; src/attention/cpu/tiled.cpp) against the materialized
+// ones: the same outputs and gradients (q, k, v and λ) for original, bp_high and bp_low, encoder,
+// decoder and the leaking decoder, 1 and 2 BP steps, T = 1, T not a multiple of the 64-row tiles,
+// padding and rows with no allowed key; an f64 gradcheck; no future leak in the decoder, exactly;
+// the same bits for 1 and 2 threads; NaN scores propagate as in the materialized kernel.
+#include <omp.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+
+#include "attention/attention.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "support.h"
+#include "tensor/kernels.h"
+
+using namespace saobp;
+
+namespace {
+
+Tensor randn(const Shape& s, uint64_t stream, DType dt, double sd = 1.0) {
+  Tensor t = Tensor::empty(s, DType::f64);
+  kern::fill_random(t, RandomKind::normal, 0.0, sd, RngKey{43, stream, 0});
+  return t.to(dt);
+}
+
+// Sequence b has its last pad[b] positions as padding (pad[b] = T: no token at all).
+Tensor padding(int64_t B, int64_t T, const std::vector<int64_t>& pad) {
+  std::vector<uint8_t> km(static_cast<size_t>(B * T), 1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = T - std::min(T, pad[static_cast<size_t>(b)]); t < T; ++t) km[static_cast<size_t>(b * T + t)] = 0;
+  return Tensor::from_vector(km, {B, T});
+}
+
+Var lambdas(AttnVariant v, int64_t NH, DType dt) {
+  if (!uses_lambda(v)) return Var();
+  std::vector<double> l(static_cast<size_t>(NH));
+  for (int64_t h = 0; h < NH; ++h) l[static_cast<size_t>(h)] = 0.35 * (1 + h);
+  return Var(Tensor::from_vector(l, {NH}).to(dt), true);
+}
+
+// Largest |a - b| over the largest |b| (1 when b is all zeros).
+double rel_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
+  REQUIRE(x.size() == y.size());
+  double m = 0, s = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    REQUIRE(std::isfinite(x[i]) == std::isfinite(y[i]));
+    m = std::max(m, std::abs(x[i] - y[i]));
+    s = std::max(s, std::abs(y[i]));
+  }
+  return m / std::max(s, 1.0);
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.shape() == y.shape() &&
+         std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
+// The output and the gradients of q, k, v (and λ) of one call, for an upstream gradient drawn
+// from `seed`.
+std::vector<Tensor> run(AttentionConfig cfg, bool tiled, const Tensor& q0, const Tensor& k0, const Tensor& v0,
+                        const Tensor& km, AttnVariant v, uint64_t seed) {
+  cfg.tiled = tiled;
+  const DType dt = q0.dtype();
+  Var q(q0.clone(), true), k(k0.clone(), true), vv(v0.clone(), true);
+  Var lam = lambdas(v, q0.size(1), dt);
+  Var out = attention(q, k, vv, km, lam, cfg);
+  out.backward(randn(out.shape(), seed, dt));
+  std::vector<Tensor> r = {out.data(), q.grad(), k.grad(), vv.grad()};
+  if (lam.defined()) r.push_back(lam.grad());
+  return r;
+}
+
+const char* kNames[] = {"out", "dq", "dk", "dv", "dλ"};
+
+}  // namespace
+
+TEST_CASE("attention tiled: the materialized kernel's outputs and gradients", "[attention][tiled]") {
+  const int64_t NH = 2, HS = 8;
+  struct Shape_ {
+    int64_t B, T;
+    std::vector<int64_t> pad;
+  };
+  // T = 1; under one tile; 1 row past a tile; several tiles with a ragged end; a sequence with
+  // no token (every row has no allowed key) beside padded ones.
+  const std::vector<Shape_> shapes = {{2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
+  for (DType dt : {DType::f64, DType::f32})
+    for (const Shape_& sh : shapes)
+      for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
+        for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
+          for (int steps : {1, 2}) {
+            if ((steps > 1 || mode == 2) && !uses_lambda(v)) continue;
+            AttentionConfig cfg{v, mode > 0, steps};
+            cfg.leak = mode == 2;
+            const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
+                         vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad);
+            const auto a = run(cfg, true, q, k, vv, km, v, 4), b = run(cfg, false, q, k, vv, km, v, 4);
+            const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+            for (size_t i = 0; i < a.size(); ++i) {
+              INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " "
+                                   << dtype_name(dt) << " " << kNames[i]);
+              CHECK(rel_diff(a[i], b[i]) < tol);
+            }
+          }
+}
+
+TEST_CASE("attention tiled: f64 gradcheck, encoder and decoder, 2 BP steps", "[attention][tiled][gradcheck]") {
+  const int64_t B = 2, NH = 2, T = 67, HS = 3;
+  const Tensor km = padding(B, T, {0, 20});
+  for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
+    for (bool causal : {false, true}) {
+      AttentionConfig cfg{v, causal, uses_lambda(v) ? 2 : 1};
+      cfg.tiled = true;
+      std::vector<Tensor> in = {randn({B, NH, T, HS}, 5, DType::f64), randn({B, NH, T, HS}, 6, DType::f64),
+                                randn({B, NH, T, HS}, 7, DType::f64)};
+      if (uses_lambda(v)) in.push_back(Tensor::from_vector(std::vector<double>{0.25, 0.8}, {NH}));
+      auto f = [&](const std::vector<Var>& x) {
+        return attention(x[0], x[1], x[2], km, uses_lambda(v) ? x[3] : Var(), cfg);
+      };
+      const GradcheckResult r = gradcheck(f, in);
+      INFO(variant_name(v) << (causal ? " decoder" : " encoder") << ": " << r.worst);
+      CHECK(r.max_error < 1e-6);
+    }
+}
+
+TEST_CASE("attention tiled: the decoder never hears the future, exactly", "[attention][tiled]") {
+  // Changing position t (its q, k and v) changes nothing at positions < t, bitwise.
+  const int64_t B = 1, NH = 2, T = 140, HS = 4;
+  for (DType dt : {DType::f32, DType::f64})
+    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
+      for (int steps : {1, 2}) {
+        if (steps > 1 && !uses_lambda(v)) continue;
+        AttentionConfig cfg{v, true, steps};
+        cfg.tiled = true;
+        const Tensor q = randn({B, NH, T, HS}, 8, dt), k = randn({B, NH, T, HS}, 9, dt),
+                     vv = randn({B, NH, T, HS}, 10, dt);
+        const Var lam = lambdas(v, NH, dt);
+        auto out = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return attention(Var(a), Var(b), Var(c), Tensor(), lam, cfg).data();
+        };
+        const Tensor base = out(q, k, vv);
+        for (int64_t t : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{100}, T - 1}) {
+          Tensor q2 = q.clone(), k2 = k.clone(), v2 = vv.clone();
+          for (Tensor* x : {&q2, &k2, &v2}) x->slice(2, t, t + 1).copy_from(randn({B, NH, 1, HS}, 11 + t, dt));
+          const Tensor changed = out(q2, k2, v2);
+          INFO(variant_name(v) << " steps " << steps << " " << dtype_name(dt) << " change at " << t);
+          CHECK(bitwise_equal(base.slice(2, 0, t), changed.slice(2, 0, t)));
+          CHECK_FALSE(bitwise_equal(base.slice(2, t, T), changed.slice(2, t, T)));
+        }
+      }
+}
+
+TEST_CASE("attention tiled: the same bits with 1 and 2 threads", "[attention][tiled][determinism]") {
+  const int64_t B = 2, NH = 3, T = 90, HS = 8;
+  const Tensor q = randn({B, NH, T, HS}, 12, DType::f32), k = randn({B, NH, T, HS}, 13, DType::f32),
+               vv = randn({B, NH, T, HS}, 14, DType::f32), km = padding(B, T, {0, 9});
+  for (bool causal : {false, true}) {
+    AttentionConfig cfg{AttnVariant::bp_high, causal, 2};
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = run(cfg, true, q, k, vv, km, AttnVariant::bp_high, 15);
+    omp_set_num_threads(2);
+    const auto two = run(cfg, true, q, k, vv, km, AttnVariant::bp_high, 15);
+    omp_set_num_threads(before);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO((causal ? "decoder " : "encoder ") << kNames[i]);
+      CHECK(bitwise_equal(one[i], two[i]));
+    }
+  }
+}
+
+TEST_CASE("attention tiled: a NaN score row gives NaN as the materialized kernel does", "[attention][tiled]") {
+  const int64_t B = 1, NH = 1, T = 20, HS = 4;
+  Tensor q = randn({B, NH, T, HS}, 16, DType::f32);
+  const Tensor k = randn({B, NH, T, HS}, 17, DType::f32), vv = randn({B, NH, T, HS}, 18, DType::f32);
+  q.slice(2, 5, 6).copy_from(Tensor::full({B, NH, 1, HS}, std::nan(""), DType::f32));
+  for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high}) {
+    AttentionConfig cfg{v, false, 1};
+    const Var lam = uses_lambda(v) ? Var(Tensor::full({NH}, 0.3, DType::f32)) : Var();
+    const std::vector<float> m = attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
+    cfg.tiled = true;
+    const std::vector<float> t = attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
+    INFO(variant_name(v));
+    for (size_t i = 0; i < m.size(); ++i) CHECK(std::isnan(m[i]) == std::isnan(t[i]));
+    CHECK(std::isnan(t[5 * HS]));
+  }
+}
+
+TEST_CASE("attention tiled: bp_elemmul and bad shapes are refused by name", "[attention][tiled]") {
+  const Tensor q = Tensor::zeros({1, 1, 4, 2}), lse = Tensor::zeros({1, 1, 1, 4});
+  Tensor out = q.empty_like(), none, lse_bad = Tensor::zeros({2, 1, 1, 4});
+  AttnParams p;
+  p.variant = AttnVariant::bp_elemmul;
+  CHECK_ERROR(kern::attention_tiled_forward(q, q, q, none, none, p, out, lse_bad, none),
+              Catch::Matchers::Contains("bp_elemmul") && Catch::Matchers::Contains("no tiled form"));
+  p.variant = AttnVariant::original;
+  CHECK_ERROR(kern::attention_tiled_forward(q, q, q, none, none, p, out, lse_bad, none),
+              Catch::Matchers::Contains("lse"));
+  kern::attention_tiled_forward(q, q, q, none, none, p, out, const_cast<Tensor&>(lse), none);
+}
