@@ -48,6 +48,12 @@ std::optional<AttentionSpec::Problem> AttentionSpec::problem(int64_t layers) con
   if (leaky_bp && !uses_lambda(variant))
     return bad("leaky_bp",
                fmt::format("changes the messages of bp_high and bp_low; {} has none", variant_name(variant)));
+  if (tiled && variant == AttnVariant::bp_elemmul)
+    return bad("tiled", "bp_elemmul needs A Aᵀ, a T×T product: it has no tiled form (set tiled = false)");
+  if (tiled && skip_sinky_heads)
+    return bad("tiled",
+               "the head skip reads every row of the final attention, which the tiled kernels never hold "
+               "(set tiled = false or skip_sinky_heads = false)");
   if (learnable_lambda && uses_lambda(variant))
     for (int64_t l = 0; l < layers; ++l)
       if (!(lambda_for_layer(l) > 0))

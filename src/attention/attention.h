@@ -64,10 +64,14 @@ struct AttentionSpec {
   // A decoder's BP messages from every other row, later ones included (AttentionConfig::leak): an
   // ablation that lets the future reach the past, for reading the paper's decoder perplexities.
   bool leaky_bp = false;
+  // The tiled kernels (AttentionConfig::tiled): O(T) memory per head for original, bp_high and
+  // bp_low; not with bp_elemmul or the head skip (problem() refuses both).
+  bool tiled = false;
   // The per-call settings of layer `layer`'s attention.
   AttentionConfig call_config(bool causal) const {
-    return {variant,           causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction,
-            causal && leaky_bp};
+    return {
+        variant, causal, bp_steps, skip_sinky_heads, skip_peak_tau, skip_head_fraction, causal && leaky_bp,
+        tiled};
   }
   // The first rule the spec breaks for a model of `layers` layers: the field at fault and what is
   // wrong with it ("bp_steps", "must be >= 1, got 0"); nullopt when it breaks none. The one place

@@ -75,7 +75,7 @@ class AnswerTask : public Task {
 
   EvalResult evaluate() override {
     NoGradGuard ng;
-    double loss_sum = 0, all_sum = 0;
+    double all_sum = 0;
     int64_t correct = 0, n = 0, all_correct = 0, all_n = 0;
     for (int64_t i = 0; i < cfg_.train.eval_batches; ++i) {
       const Batch b = test_batch(cfg_.train.seq_len, i);

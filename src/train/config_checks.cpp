@@ -244,7 +244,10 @@ RunMemory run_memory_estimate(const RunConfig& cfg) {
   const I64 per_layer_params = add({mul({4, H, H}), mul({2, H, I}), mul({9, H}), I});
   const I64 params =
       add({mul({add({V, m.max_positions}), H}), mul({L, per_layer_params}), mul({H, H}), mul({7, H}), V});
-  const I64 attn = mul({add({4, mul({2, m.attention.bp_steps})}), NH, T});
+  // Per token and layer: the attention maps kept for the backward and their working copies, a
+  // row of T per head each, or with the tiled kernels (model.tiled) a few numbers per head.
+  const I64 attn = m.attention.tiled ? mul({add({2, mul({2, m.attention.bp_steps})}), NH})
+                                     : mul({add({4, mul({2, m.attention.bp_steps})}), NH, T});
   const I64 per_token = add({mul({L, add({mul({16, H}), mul({4, I}), attn})}), mul({3, V})});
   RunMemory r;
   r.param_bytes = mul({16, params}).value_or(-1);

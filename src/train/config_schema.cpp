@@ -243,6 +243,7 @@ const std::vector<Field>& schema() {
       attention_field("skip_peak_tau", &A::skip_peak_tau),
       attention_field("skip_head_fraction", &A::skip_head_fraction),
       attention_field("leaky_bp", &A::leaky_bp),
+      attention_field("tiled", &A::tiled),
       field("train", "seed", &R::train, &T::seed),
       field("train", "device", &R::train, &T::device),
       field("train", "batch_size", &R::train, &T::batch_size),
@@ -513,11 +514,13 @@ std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
 // ranks resumes on 1 with grad_accum doubled (and a config without those keys hashes as before
 // they existed). The device may change too: the hash sees train.device as "cpu", so a run saved
 // on a GPU resumes on the CPU and the other way round, and a CPU run hashes as it always did.
+// model.tiled picks the attention kernels, not the function they compute: a run may resume with
+// the other kernels (the tiled ones when the maps no longer fit, say).
 uint64_t config_hash(const RunConfig& cfg) {
   RunConfig c = cfg;
   c.train.grad_accum = 1;
   c.train.device = "cpu";
-  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb"}));
+  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb", "model.tiled"}));
 }
 
 }  // namespace saobp

@@ -48,6 +48,9 @@ struct ProbeDiagnostics {
   std::vector<double> entropy, gtd, indirect_entropy, cross_gtd, entropy_softmax, gtd_softmax;
 };
 ProbeDiagnostics probe_diagnostics(Task& task, const RunConfig& cfg) {
+  // The diagnostics read the T×T maps of the probe batch: a run on the tiled kernels (model.tiled,
+  // chosen when those do not fit) reports none; `saobp analyze` measures them where they fit.
+  if (cfg.model.attention.tiled) return {};
   std::vector<AttentionMaps> maps;
   Tensor mask;
   task.probe(maps, mask);
@@ -266,7 +269,8 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     // and the model's depth (docs/performance.md; the [cuda] test of host waits counts them).
     std::vector<Tensor> losses, penalties;
     for (int64_t micro = rank * per_rank; micro < (rank + 1) * per_rank; ++micro) {
-      const bool keep = log_now && micro == 0;
+      // The maps are T×T per head: a run on the tiled kernels (model.tiled) logs no entropies.
+      const bool keep = log_now && micro == 0 && !cfg.model.attention.tiled;
       Var loss =
           task->train_loss(state.data_position + micro, static_cast<uint64_t>(step * tc.grad_accum + micro),
                            keep ? &maps : nullptr, keep ? &mask_for_maps : nullptr);
@@ -310,17 +314,17 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     avg_secs = step == 0 ? secs : 0.9 * avg_secs + 0.1 * secs;
     if (log_now) {
-      const double h0 = mean_attention_entropy(maps.front().probs, mask_for_maps);
-      const double h1 = mean_attention_entropy(maps.back().probs, mask_for_maps);
       nlohmann::json line = {{"step", state.step},
                              {"loss", loss},
                              {"lr", lr},
                              {"grad_norm", norm},
                              {"tokens_per_s", tokens_per_step / secs},
                              {"ms_per_step", 1e3 * secs},
-                             {"entropy_first_layer", h0},
-                             {"entropy_last_layer", h1},
                              {"reg_penalty", penalty}};
+      if (!maps.empty()) {
+        line["entropy_first_layer"] = mean_attention_entropy(maps.front().probs, mask_for_maps);
+        line["entropy_last_layer"] = mean_attention_entropy(maps.back().probs, mask_for_maps);
+      }
       if (ranks > 1) line["comm_ms_per_step"] = 1e3 * comm_secs;
       if (device.is_cuda())  // the most memory the run's tensors held at once so far
         line["peak_device_memory_gib"] =
@@ -328,18 +332,23 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
       if (grads.overlaps()) line["buckets_overlapped"] = grads.overlapped();
       std::string extra;  // the regularizer's penalty and the head skip's rates, when on
       if (task->regularizer().on()) extra = fmt::format(" | reg penalty {:.4g}", penalty);
-      if (maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
+      if (!maps.empty() &&
+          maps.front().keep.defined()) {  // head skip on: the fraction of (sample, head) skipped
         std::vector<double> rates;
         for (const AttentionMaps& m : maps) rates.push_back(skip_rate(m.keep));
         line["skip_rate"] = rates;
         extra += fmt::format(" | skipped {:.3f}", fmt::join(rates, "/"));
       }
+      const std::string entropy =
+          maps.empty()
+              ? ""
+              : fmt::format(" | entropy L0 {:.3f} L{} {:.3f}", line["entropy_first_layer"].get<double>(),
+                            maps.size() - 1, line["entropy_last_layer"].get<double>());
       say(fmt::format(
           "step {:6d} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:7.0f} tok/s | {:7.1f} ms/step | "
-          "ETA {} | entropy L0 {:.3f} L{} {:.3f}{}",
+          "ETA {}{}{}",
           state.step, loss, lr, norm, tokens_per_step / secs, 1e3 * secs,
-          eta_text(avg_secs * static_cast<double>(tc.max_steps - state.step)), h0, maps.size() - 1, h1,
-          extra));
+          eta_text(avg_secs * static_cast<double>(tc.max_steps - state.step)), entropy, extra));
       metrics << line.dump() << '\n';
       metrics.flush();
     }

@@ -29,7 +29,8 @@ Tensor randn(const Shape& s, uint64_t stream, DType dt, double sd = 1.0) {
 Tensor padding(int64_t B, int64_t T, const std::vector<int64_t>& pad) {
   std::vector<uint8_t> km(static_cast<size_t>(B * T), 1);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = T - std::min(T, pad[static_cast<size_t>(b)]); t < T; ++t) km[static_cast<size_t>(b * T + t)] = 0;
+    for (int64_t t = T - std::min(T, pad[static_cast<size_t>(b)]); t < T; ++t)
+      km[static_cast<size_t>(b * T + t)] = 0;
   return Tensor::from_vector(km, {B, T});
 }
 
@@ -42,7 +43,8 @@ Var lambdas(AttnVariant v, int64_t NH, DType dt) {
 
 // Largest |a - b| over the largest |b| (1 when b is all zeros).
 double rel_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
+  const std::vector<double> x = a.to(DType::f64).to_vector<double>(),
+                            y = b.to(DType::f64).to_vector<double>();
   REQUIRE(x.size() == y.size());
   double m = 0, s = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -107,7 +109,8 @@ TEST_CASE("attention tiled: the materialized kernel's outputs and gradients", "[
           }
 }
 
-TEST_CASE("attention tiled: f64 gradcheck, encoder and decoder, 2 BP steps", "[attention][tiled][gradcheck]") {
+TEST_CASE("attention tiled: f64 gradcheck, encoder and decoder, 2 BP steps",
+          "[attention][tiled][gradcheck]") {
   const int64_t B = 2, NH = 2, T = 67, HS = 3;
   const Tensor km = padding(B, T, {0, 20});
   for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
@@ -144,7 +147,8 @@ TEST_CASE("attention tiled: the decoder never hears the future, exactly", "[atte
         const Tensor base = out(q, k, vv);
         for (int64_t t : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{100}, T - 1}) {
           Tensor q2 = q.clone(), k2 = k.clone(), v2 = vv.clone();
-          for (Tensor* x : {&q2, &k2, &v2}) x->slice(2, t, t + 1).copy_from(randn({B, NH, 1, HS}, 11 + t, dt));
+          for (Tensor* x : {&q2, &k2, &v2})
+            x->slice(2, t, t + 1).copy_from(randn({B, NH, 1, HS}, 11 + t, dt));
           const Tensor changed = out(q2, k2, v2);
           INFO(variant_name(v) << " steps " << steps << " " << dtype_name(dt) << " change at " << t);
           CHECK(bitwise_equal(base.slice(2, 0, t), changed.slice(2, 0, t)));
@@ -172,7 +176,8 @@ TEST_CASE("attention tiled: the same bits with 1 and 2 threads", "[attention][ti
   }
 }
 
-TEST_CASE("attention tiled: a NaN score row gives NaN as the materialized kernel does", "[attention][tiled]") {
+TEST_CASE("attention tiled: a NaN score row gives NaN as the materialized kernel does",
+          "[attention][tiled]") {
   const int64_t B = 1, NH = 1, T = 20, HS = 4;
   Tensor q = randn({B, NH, T, HS}, 16, DType::f32);
   const Tensor k = randn({B, NH, T, HS}, 17, DType::f32), vv = randn({B, NH, T, HS}, 18, DType::f32);
@@ -180,9 +185,11 @@ TEST_CASE("attention tiled: a NaN score row gives NaN as the materialized kernel
   for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high}) {
     AttentionConfig cfg{v, false, 1};
     const Var lam = uses_lambda(v) ? Var(Tensor::full({NH}, 0.3, DType::f32)) : Var();
-    const std::vector<float> m = attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
+    const std::vector<float> m =
+        attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
     cfg.tiled = true;
-    const std::vector<float> t = attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
+    const std::vector<float> t =
+        attention(Var(q), Var(k), Var(vv), Tensor(), lam, cfg).data().to_vector<float>();
     INFO(variant_name(v));
     for (size_t i = 0; i < m.size(); ++i) CHECK(std::isnan(m[i]) == std::isnan(t[i]));
     CHECK(std::isnan(t[5 * HS]));

@@ -18,7 +18,7 @@ namespace saobp::cli {
 
 namespace {
 
-bool attention_bench = true;
+bool attention_bench = true, tiled_bench = false;
 
 struct GemmShape {
   const char* what;
@@ -84,6 +84,49 @@ void bench_attention() {
   }
 }
 
+// The tiled kernels against the materialized ones (bp_high, 1 BP step, encoder and decoder,
+// B·NH = 4, HS = 64) for T up to 8192, with the bytes each keeps for the backward per head: the
+// materialized kernel S + 1 maps of T×T (b^0 in `saved`, B in `probs`), the tiled one 2S + 1
+// vectors of T (lse, column sums) besides the output, which both keep.
+void bench_attention_tiled() {
+  fmt::print("\n{:<20} {:>5} {:>14} {:>14} {:>8} {:>16} {:>16}\n", "bp_high, 1 step", "T", "materialized ms",
+             "tiled ms", "ratio", "kept/head (mat.)", "kept/head (tiled)");
+  const int64_t B = 1, NH = 4, HS = 64;
+  for (bool causal : {false, true})
+    for (int64_t T : {512, 1024, 2048, 4096, 8192}) {
+      Tensor q = random_tensor({B, NH, T, HS}, 11), k = random_tensor({B, NH, T, HS}, 12),
+             vv = random_tensor({B, NH, T, HS}, 13), g = random_tensor({B, NH, T, HS}, 14);
+      Tensor lam = Tensor::full({NH}, 0.2);
+      Tensor out = q.empty_like(), gq = q.zeros_like(), gk = q.zeros_like(), gv = q.zeros_like(),
+             gl = lam.zeros_like();
+      const AttnParams p{AttnVariant::bp_high, causal, 1, 0.125};
+      const int reps = T >= 4096 ? 1 : 3;
+      double mat = 0;
+      const bool fits = T <= 4096;  // 2 maps of 8192² per head and the scratch: several GiB
+      if (fits) {
+        Tensor probs = Tensor::empty({B, NH, T, T}), saved = Tensor::empty({1, B, NH, T, T}), aux;
+        mat = bench::median_seconds(
+            [&] {
+              kern::attention_forward(q, k, vv, Tensor(), lam, p, out, probs, saved, aux);
+              kern::attention_backward(q, k, vv, Tensor(), lam, p, probs, saved, aux, g, gq, gk, gv, gl);
+            },
+            reps);
+      }
+      Tensor lse = Tensor::empty({2, B, NH, T}), col = Tensor::empty({1, B, NH, T});
+      const double tiled = bench::median_seconds(
+          [&] {
+            kern::attention_tiled_forward(q, k, vv, Tensor(), lam, p, out, lse, col);
+            kern::attention_tiled_backward(q, k, vv, Tensor(), lam, p, out, lse, col, g, gq, gk, gv, gl);
+          },
+          reps);
+      const double mib = 1.0 / (1 << 20);
+      fmt::print("{:<20} {:>5} {:>14} {:>14.1f} {:>8} {:>13.1f} MiB {:>13.3f} MiB\n",
+                 causal ? "decoder" : "encoder", T, fits ? fmt::format("{:.1f}", 1e3 * mat) : "-",
+                 1e3 * tiled, fits ? fmt::format("{:.2f}x", tiled / mat) : "-", 2.0 * T * T * 4 * mib,
+                 3.0 * T * 4 * mib);
+    }
+}
+
 int run_bench_kernels(bool skip_baseline) {
   fmt::print("saobp bench-kernels: {} OpenMP threads, f32\n", omp_get_max_threads());
   const double peak = bench::fma_peak_gflops();
@@ -145,6 +188,7 @@ int run_bench_kernels(bool skip_baseline) {
         bench::median_seconds([&] { kern::softmax_backward(y, gy, Tensor(), gx, false); }));
   }
   if (attention_bench) bench_attention();
+  if (tiled_bench) bench_attention_tiled();
   return 0;
 }
 
@@ -156,6 +200,8 @@ void register_bench_kernels(CLI::App& app) {
       "bench-kernels", "Benchmark GEMM, LayerNorm, softmax and attention against the FMA peak and Eigen");
   sub->add_flag("--no-baseline", skip_baseline, "skip the Eigen baseline");
   sub->add_flag("!--no-attention", attention_bench, "skip the attention variants");
+  sub->add_flag("--tiled", tiled_bench,
+                "also time the tiled attention kernels against the materialized ones, T = 512 .. 8192");
   add_command(sub, [] { return run_bench_kernels(skip_baseline); });
 }
 

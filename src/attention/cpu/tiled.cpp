@@ -181,7 +181,7 @@ void row_stats(Head<T>& h, int64_t j0, int64_t br, int tau, Work<T>& w) {
   }
   T* lse = h.lse + tau * h.n;
   for (int64_t r = 0; r < br; ++r)
-    lse[j0 + r] = nan[r]  ? std::numeric_limits<T>::quiet_NaN()
+    lse[j0 + r] = nan[r]       ? std::numeric_limits<T>::quiet_NaN()
                   : sum[r] > 0 ? static_cast<T>(mx[r] + std::log(sum[r]))
                                : ninf;
 }
@@ -214,7 +214,8 @@ void forward_head(Head<T>& h, T* out, Work<T>& w) {
           const T* b = w.b.data() + tau * kBr * kBc;
           for (int64_t r = 0; r < br; ++r) {
             if (!h.m.sender(j0 + r)) continue;
-            for (int64_t c = 0; c < t.bc; ++c) C[static_cast<size_t>(k0 + c)] += log_approx(T(1) - h.c * b[r * t.bc + c]);
+            for (int64_t c = 0; c < t.bc; ++c)
+              C[static_cast<size_t>(k0 + c)] += log_approx(T(1) - h.c * b[r * t.bc + c]);
           }
         }
       }
@@ -235,7 +236,8 @@ void forward_head(Head<T>& h, T* out, Work<T>& w) {
     std::swap(h.P, next);
   }
   for (int tau = 0; tau < h.S; ++tau)
-    for (int64_t k = 0; k < n; ++k) h.col[tau * n + k] = static_cast<T>(h.P[static_cast<size_t>(tau * n + k)]);
+    for (int64_t k = 0; k < n; ++k)
+      h.col[tau * n + k] = static_cast<T>(h.P[static_cast<size_t>(tau * n + k)]);
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -273,7 +275,8 @@ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile& t, int lo,
     }
     const double* E = gr.E.data() + (lev - 1) * h.n + t.k0;
     double* run = w.run.data();
-    if (!h.all) std::copy(gr.R.data() + (lev - 1) * h.n + t.k0, gr.R.data() + (lev - 1) * h.n + t.k0 + bc, run);
+    if (!h.all)
+      std::copy(gr.R.data() + (lev - 1) * h.n + t.k0, gr.R.data() + (lev - 1) * h.n + t.k0 + bc, run);
     double acc = 0;
     for (int64_t r = 0; r < br; ++r) {
       const bool send = h.m.sender(t.j0 + r);
@@ -376,7 +379,8 @@ void backward_head(Head<T>& h, Grads<T>& gr, T scale, Work<T>& w) {
       const T* dL = w.dL.data() + lev * area;
       for (int64_t i = 0; i < t.br * t.bc; ++i) ds[i] += dL[i];
     }
-    if (gr.dq) tile_gemm(t.br, h.hs, t.bc, scale, ds, false, h.k + t.k0 * h.hs, false, T(1), gr.dq + t.j0 * h.hs);
+    if (gr.dq)
+      tile_gemm(t.br, h.hs, t.bc, scale, ds, false, h.k + t.k0 * h.hs, false, T(1), gr.dq + t.j0 * h.hs);
     if (gr.dk)  // h.q is scale·Q already: dK += scale dsᵀ Q = dsᵀ (scale Q)
       tile_gemm(t.bc, h.hs, t.br, T(1), ds, true, h.q + t.j0 * h.hs, false, T(1), gr.dk + t.k0 * h.hs);
     if (gr.dv)
@@ -404,7 +408,8 @@ Head<T> make_head(const AttnDims& d, const AttnParams& p, const std::vector<doub
   h.m = TileMask{d.T, km ? km + b * d.T : nullptr, p.causal, p.leak};
   const bool bp = uses_lambda(p.variant);
   h.S = bp ? p.steps : 0;
-  h.c = bp ? static_cast<T>(attn::potts_c(p.variant == AttnVariant::bp_high, lam[static_cast<size_t>(hh)])) : T(0);
+  h.c = bp ? static_cast<T>(attn::potts_c(p.variant == AttnVariant::bp_high, lam[static_cast<size_t>(hh)]))
+           : T(0);
   h.all = !p.causal || p.leak;
   h.lse = lse;  // (S+1, T) and (S, T) of this head: the caller gathers and scatters them
   h.col = col;
@@ -415,7 +420,8 @@ Head<T> make_head(const AttnDims& d, const AttnParams& p, const std::vector<doub
 // on a contiguous (L, T) copy and writes it back.
 template <class T>
 void gather(const T* src, T* dst, int levels, int64_t bh, int64_t tiles, int64_t n) {
-  for (int l = 0; l < levels; ++l) std::copy(src + (l * tiles + bh) * n, src + (l * tiles + bh + 1) * n, dst + l * n);
+  for (int l = 0; l < levels; ++l)
+    std::copy(src + (l * tiles + bh) * n, src + (l * tiles + bh + 1) * n, dst + l * n);
 }
 template <class T>
 void scatter(const T* src, T* dst, int levels, int64_t bh, int64_t tiles, int64_t n) {
@@ -486,8 +492,8 @@ void tiled_backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const T
       gr.dv = gvp ? gvp + bh * QS : nullptr;
       backward_head(h, gr, sc, w);
       if (bp)
-        dlam[static_cast<size_t>(bh)] =
-            gr.dc * attn::potts_dc_dlambda(p.variant == AttnVariant::bp_high, lam[static_cast<size_t>(bh % d.NH)]);
+        dlam[static_cast<size_t>(bh)] = gr.dc * attn::potts_dc_dlambda(p.variant == AttnVariant::bp_high,
+                                                                       lam[static_cast<size_t>(bh % d.NH)]);
     }
   });
   if (glambda.defined() && bp) {
@@ -503,7 +509,8 @@ void tiled_backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const T
 }  // namespace
 
 void attention_tiled_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
-                             const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& lse, Tensor& colsum) {
+                             const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& lse,
+                             Tensor& colsum) {
   dispatch_float(q.dtype(), "attention_tiled", [&](auto tag) {
     tiled_forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, lse, colsum);
   });
@@ -514,7 +521,8 @@ void attention_tiled_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& colsum, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv,
                               Tensor& glambda) {
   dispatch_float(q.dtype(), "attention_tiled_backward", [&](auto tag) {
-    tiled_backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, lse, colsum, gout, gq, gk, gv, glambda);
+    tiled_backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, lse, colsum, gout, gq, gk, gv,
+                                    glambda);
   });
 }
 
