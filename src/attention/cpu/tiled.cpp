@@ -46,6 +46,8 @@
 namespace saobp::cpu {
 
 using attn::TileMask;
+using cpu::lane_max;
+using cpu::lane_sum;
 
 namespace {
 
@@ -83,6 +85,32 @@ struct Tile {
   int64_t j0, br, k0, bc;
 };
 
+// The allowed entries of a tile row: columns c < limit (a decoder's keys k <= j) whose key is a
+// token (key: the tile's slice of the key mask, or null). Loops over a row select with these
+// rather than calling TileMask::allowed, so they vectorize.
+template <class T>
+int64_t row_limit(const Head<T>& h, const Tile& t, int64_t r) {
+  return h.m.causal ? std::clamp<int64_t>(t.j0 + r - t.k0 + 1, 0, t.bc) : t.bc;
+}
+template <class T>
+const uint8_t* tile_keys(const Head<T>& h, const Tile& t) {
+  return h.m.key ? h.m.key + t.k0 : nullptr;
+}
+// out[c] = allowed(c) ? value(c) : 0 for c < bc.
+template <class T, class F>
+void select_row(T* __restrict out, int64_t bc, int64_t limit, const uint8_t* __restrict key, F value) {
+  if (key)
+    for (int64_t c = 0; c < bc; ++c) {
+      const T v = value(c);
+      out[c] = c < limit && key[c] ? v : T(0);
+    }
+  else
+    for (int64_t c = 0; c < bc; ++c) {
+      const T v = value(c);
+      out[c] = c < limit ? v : T(0);
+    }
+}
+
 // s, then the beliefs b^0..b^{known-1} (their lse known) and the logits x^0..x^{min(known, S)} of
 // the tile. A decoder's messages start from P (the rows above the block); with `next`, the
 // running sums after the tile's last row go there (P of the next block).
@@ -99,38 +127,46 @@ void forward_chain(const Head<T>& h, const Tile& t, int known, const std::vector
     const T* x = w.x.data() + tau * area;
     T* b = w.b.data() + tau * area;
     const T* lse = h.lse + tau * h.n;
+    const uint8_t* key = tile_keys(h, t);
     for (int64_t r = 0; r < br; ++r) {
-      const int64_t j = t.j0 + r;
-      const T l = lse[j];
-      for (int64_t c = 0; c < bc; ++c) {
-        const int64_t kk = t.k0 + c;
-        b[r * bc + c] = h.m.allowed(j, kk) && l != -std::numeric_limits<T>::infinity()
-                            ? exp_approx(x[r * bc + c] - l)
-                            : T(0);
+      const T l = lse[t.j0 + r];
+      const T* __restrict xr = x + r * bc;
+      if (l == -std::numeric_limits<T>::infinity()) {  // no allowed key in this row
+        std::fill(b + r * bc, b + (r + 1) * bc, T(0));
+        continue;
       }
+      select_row(b + r * bc, bc, row_limit(h, t, r), key, [&](int64_t c) { return exp_approx(xr[c] - l); });
     }
     if (tau + 1 > top) continue;
     // x^{τ+1} = s + G^{τ+1}, G from F^{τ+1} = log(1 - c b^τ) of the sender rows.
     T* xn = w.x.data() + (tau + 1) * area;
+    const T cc = h.c;
+    T* __restrict F = w.tmp.data();
     if (h.all) {
-      const T* C = h.col + tau * h.n + t.k0;
+      const T* __restrict C = h.col + tau * h.n + t.k0;
       for (int64_t r = 0; r < br; ++r) {
-        const bool send = h.m.sender(t.j0 + r);
-        for (int64_t c = 0; c < bc; ++c) {
-          const T F = send ? log_approx(T(1) - h.c * b[r * bc + c]) : T(0);
-          xn[r * bc + c] = s[r * bc + c] + static_cast<T>(static_cast<double>(C[c]) - static_cast<double>(F));
-        }
+        const T* __restrict br_ = b + r * bc;
+        const T* __restrict sr = s + r * bc;
+        T* __restrict xr = xn + r * bc;
+        if (h.m.sender(t.j0 + r))
+          for (int64_t c = 0; c < bc; ++c) F[c] = log_approx(T(1) - cc * br_[c]);
+        else
+          std::fill(F, F + bc, T(0));
+        for (int64_t c = 0; c < bc; ++c)
+          xr[c] = sr[c] + static_cast<T>(static_cast<double>(C[c]) - static_cast<double>(F[c]));
       }
     } else {
-      double* run = w.run.data();
+      double* __restrict run = w.run.data();
       const double* p = P->data() + tau * h.n + t.k0;
       std::copy(p, p + bc, run);
       for (int64_t r = 0; r < br; ++r) {
-        const bool send = h.m.sender(t.j0 + r);
-        for (int64_t c = 0; c < bc; ++c) {
-          xn[r * bc + c] = s[r * bc + c] + static_cast<T>(run[c]);
-          if (send) run[c] += log_approx(T(1) - h.c * b[r * bc + c]);
-        }
+        const T* __restrict br_ = b + r * bc;
+        const T* __restrict sr = s + r * bc;
+        T* __restrict xr = xn + r * bc;
+        for (int64_t c = 0; c < bc; ++c) xr[c] = sr[c] + static_cast<T>(run[c]);
+        if (!h.m.sender(t.j0 + r)) continue;
+        for (int64_t c = 0; c < bc; ++c) F[c] = log_approx(T(1) - cc * br_[c]);
+        for (int64_t c = 0; c < bc; ++c) run[c] += F[c];
       }
       if (next) std::copy(run, run + bc, next->data() + tau * h.n + t.k0);
     }
@@ -155,16 +191,18 @@ void row_stats(Head<T>& h, int64_t j0, int64_t br, int tau, Work<T>& w) {
     const Tile t{j0, br, k0, std::min(kBc, kend - k0)};
     forward_chain(h, t, tau, h.all ? nullptr : &h.P, nullptr, w);
     const T* x = w.x.data() + tau * kBr * kBc;
+    const uint8_t* key = tile_keys(h, t);
+    T* __restrict e = w.tmp.data();
     for (int64_t r = 0; r < br; ++r) {
-      const int64_t j = j0 + r;
-      T m = ninf;
-      for (int64_t c = 0; c < t.bc; ++c) {
-        const T xv = x[r * t.bc + c];
-        if (h.m.allowed(j, k0 + c)) {
-          m = xv > m ? xv : m;
-          nan[r] |= xv != xv;
-        }
-      }
+      const T* __restrict xr = x + r * t.bc;
+      const int64_t lim = row_limit(h, t, r);
+      // The allowed entries' max (NaN skipped, and remembered), then their exps' sum.
+      select_row(e, t.bc, lim, key, [&](int64_t c) { return xr[c]; });
+      const auto allowed = [&](int64_t c) { return c < lim && (!key || key[c]); };
+      const T m = lane_max(t.bc, [&](int64_t c) { return allowed(c) ? xr[c] : ninf; });
+      bool any_nan = false;
+      for (int64_t c = 0; c < t.bc; ++c) any_nan |= e[c] != e[c];
+      nan[r] |= any_nan;
       if (m == ninf) continue;
       double& M = mx[r];
       double& Z = sum[r];
@@ -173,10 +211,8 @@ void row_stats(Head<T>& h, int64_t j0, int64_t br, int tau, Work<T>& w) {
         M = m;
       }
       const T Mt = static_cast<T>(M);
-      double z = 0;
-      for (int64_t c = 0; c < t.bc; ++c)
-        if (h.m.allowed(j, k0 + c)) z += exp_approx(x[r * t.bc + c] - Mt);
-      Z += z;
+      select_row(e, t.bc, lim, key, [&](int64_t c) { return exp_approx(xr[c] - Mt); });
+      Z += lane_sum(t.bc, [&](int64_t c) { return e[c]; });
     }
   }
   T* lse = h.lse + tau * h.n;
@@ -277,26 +313,30 @@ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile& t, int lo,
     double* run = w.run.data();
     if (!h.all)
       std::copy(gr.R.data() + (lev - 1) * h.n + t.k0, gr.R.data() + (lev - 1) * h.n + t.k0 + bc, run);
+    const T cc = h.c;
+    T* __restrict dF = w.tmp.data();
+    T* __restrict term = w.ds.data();  // free until the caller forms ds
     double acc = 0;
     for (int64_t r = 0; r < br; ++r) {
-      const bool send = h.m.sender(t.j0 + r);
-      for (int64_t c = 0; c < bc; ++c) {
-        const T d = dL[r * bc + c];
-        T dF;
-        if (h.all) {
-          dF = static_cast<T>(E[c] - static_cast<double>(d));
-        } else {
-          run[c] += d;  // inclusive prefix: dF_ik = Σ_{j > i} dL_jk = E_k - Σ_{j <= i} dL_jk
-          dF = static_cast<T>(E[c] - run[c]);
-        }
-        if (!send) {
-          gp[r * bc + c] = T(0);
-          continue;
-        }
-        const T p = bp[r * bc + c], den = T(1) - h.c * p;
-        gp[r * bc + c] = dF * -h.c / den;
-        if (dc) acc += static_cast<double>(dF * -p / den);
+      const T* __restrict dLr = dL + r * bc;
+      if (h.all) {
+        for (int64_t c = 0; c < bc; ++c) dF[c] = static_cast<T>(E[c] - static_cast<double>(dLr[c]));
+      } else {  // inclusive prefix: dF_ik = Σ_{j > i} dL_jk = E_k - Σ_{j <= i} dL_jk
+        for (int64_t c = 0; c < bc; ++c) run[c] += dLr[c];
+        for (int64_t c = 0; c < bc; ++c) dF[c] = static_cast<T>(E[c] - run[c]);
       }
+      T* __restrict gpr = gp + r * bc;
+      if (!h.m.sender(t.j0 + r)) {
+        std::fill(gpr, gpr + bc, T(0));
+        continue;
+      }
+      const T* __restrict bpr = bp + r * bc;
+      for (int64_t c = 0; c < bc; ++c) {
+        const T den = T(1) - cc * bpr[c];
+        gpr[c] = dF[c] * -cc / den;
+        term[c] = dF[c] * -bpr[c] / den;
+      }
+      if (dc) acc += lane_sum(bc, [&](int64_t c) { return term[c]; });
     }
     if (dc) *dc += acc;
     if (!h.all && next) std::copy(run, run + bc, next->data() + (lev - 1) * h.n + t.k0);
@@ -356,11 +396,9 @@ void backward_head(Head<T>& h, Grads<T>& gr, T scale, Work<T>& w) {
       backward_chain(h, gr, t, lo, nextR, nullptr, w);
       const T* g = w.g.data() + (lev - 1) * area;
       const T* b = w.b.data() + (lev - 1) * area;
-      for (int64_t r = 0; r < t.br; ++r) {
-        double d = 0;
-        for (int64_t c = 0; c < t.bc; ++c) d += static_cast<double>(g[r * t.bc + c] * b[r * t.bc + c]);
-        rho[static_cast<size_t>(t.j0 + r)] += d;
-      }
+      for (int64_t r = 0; r < t.br; ++r)
+        rho[static_cast<size_t>(t.j0 + r)] +=
+            lane_sum(t.bc, [&](int64_t c) { return g[r * t.bc + c] * b[r * t.bc + c]; });
     });
     std::copy(rho.begin(), rho.end(), gr.rho.begin() + (lev - 1) * n);
   }
