@@ -2,7 +2,8 @@
 // ones: the same outputs and gradients (q, k, v and λ) for original, bp_high and bp_low, encoder,
 // decoder and the leaking decoder, 1 and 2 BP steps, T = 1, T not a multiple of the 64-row tiles,
 // padding and rows with no allowed key; an f64 gradcheck; no future leak in the decoder, exactly;
-// the same bits for 1 and 2 threads; NaN scores propagate as in the materialized kernel.
+// the same bits for 1 and 2 threads; NaN scores propagate as in the materialized kernel. [cuda]:
+// the CUDA twin (src/attention/cuda/tiled.cu) against the CPU twin, skipped without a GPU.
 #include <omp.h>
 
 #include <catch2/catch.hpp>
@@ -13,6 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "support.h"
+#include "tensor/device_info.h"
 #include "tensor/kernels.h"
 
 using namespace saobp;
@@ -207,4 +209,150 @@ TEST_CASE("attention tiled: bp_elemmul and bad shapes are refused by name", "[at
   CHECK_ERROR(kern::attention_tiled_forward(q, q, q, none, none, p, out, lse_bad, none),
               Catch::Matchers::Contains("lse"));
   kern::attention_tiled_forward(q, q, q, none, none, p, out, const_cast<Tensor&>(lse), none);
+}
+
+// ---- the CUDA twin (src/attention/cuda/tiled.cu) against the CPU twin -------------------------
+
+namespace {
+
+// Every value of a against b: the same non-finite values (lse is -inf for a row with no allowed
+// key), the finite ones within tol of the largest |b| (at least 1).
+bool close_to(const Tensor& a, const Tensor& b, double tol) {
+  const std::vector<double> x = a.to(Device::cpu()).to(DType::f64).to_vector<double>(),
+                            y = b.to(Device::cpu()).to(DType::f64).to_vector<double>();
+  if (x.size() != y.size()) return false;
+  double m = 0, s = 1;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(y[i]) != std::isfinite(x[i])) return false;
+    if (!std::isfinite(y[i])) {
+      if (std::isnan(y[i]) != std::isnan(x[i]) || (!std::isnan(y[i]) && x[i] != y[i])) return false;
+      continue;
+    }
+    m = std::max(m, std::abs(x[i] - y[i]));
+    s = std::max(s, std::abs(y[i]));
+  }
+  if (m > tol * s) WARN("max |difference| " << m << " > " << tol << " * " << s);
+  return m <= tol * s;
+}
+
+// out, lse, colsum, then gq, gk, gv and glambda (drawn, then accumulated into) of the tiled kernels
+// on `dev`, for inputs on the CPU.
+std::vector<Tensor> tiled_on(Device dev, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& km,
+                             const Tensor& lambda, const AttnParams& p, const Tensor& gout) {
+  auto on = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone() : Tensor(); };
+  const DType dt = q.dtype();
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
+  const int64_t S = uses_lambda(p.variant) ? p.steps : 0;
+  Tensor out = Tensor::empty(q.shape(), dt, dev), lse = Tensor::empty({S + 1, B, NH, T}, dt, dev), colsum;
+  if (S > 0) colsum = Tensor::empty({S, B, NH, T}, dt, dev);
+  const Tensor Q = on(q), K = on(k), V = on(v), M = on(km), L = on(lambda);
+  kern::attention_tiled_forward(Q, K, V, M, L, p, out, lse, colsum);
+  Tensor gq = on(randn(q.shape(), 21, dt)), gk = on(randn(q.shape(), 22, dt)),
+         gv = on(randn(q.shape(), 23, dt));
+  Tensor gl = lambda.defined() ? on(randn({NH}, 24, dt)) : Tensor();
+  kern::attention_tiled_backward(Q, K, V, M, L, p, out, lse, colsum, on(gout), gq, gk, gv, gl);
+  return {out, lse, colsum, gq, gk, gv, gl};
+}
+
+const char* kTiledNames[] = {"out", "lse", "colsum", "dq", "dk", "dv", "dλ"};
+
+}  // namespace
+
+TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradients, bitwise reruns",
+          "[cuda][tiled]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t NH = 2, HS = 8;
+  struct Shape_ {
+    int64_t B, T;
+    std::vector<int64_t> pad;
+  };
+  // The shapes of the first test case: T = 1, under one tile, 1 row past a tile, several tiles
+  // with a ragged end and a sequence with no token.
+  const std::vector<Shape_> shapes = {{2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
+  for (DType dt : {DType::f64, DType::f32})
+    for (const Shape_& sh : shapes)
+      for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
+        for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
+          for (int steps : {1, 2}) {
+            if ((steps > 1 || mode == 2) && !uses_lambda(v)) continue;
+            const AttnParams p{v, mode > 0, steps, 1.0 / std::sqrt(static_cast<double>(HS)), mode == 2};
+            const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
+                         vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad),
+                         gout = randn({sh.B, NH, sh.T, HS}, 4, dt);
+            const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
+            const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
+            const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+            const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+            const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+            for (size_t i = 0; i < c.size(); ++i) {
+              INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " "
+                                   << dtype_name(dt) << " " << kTiledNames[i]);
+              REQUIRE(c[i].defined() == g1[i].defined());
+              if (!c[i].defined()) continue;
+              CHECK(close_to(g1[i], c[i], tol));
+              CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
+            }
+          }
+}
+
+TEST_CASE("attention tiled cuda: NaN scores and the autograd path as on the CPU", "[cuda][tiled]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  // A NaN row of q. In f64 both twins take e^x and log x from libm, and in f32 original takes no
+  // log: the NaN entries of every output and gradient are the CPU twin's. In f32 the CPU's
+  // log_approx (Cephes' logf as bit arithmetic) maps NaN to a finite value (about 89), so its
+  // log-factors do not carry the row's NaN to the other rows, while logf does: there the GPU's
+  // NaN entries include the CPU's.
+  const int64_t B = 1, NH = 2, T = 70, HS = 4;
+  for (DType dt : {DType::f64, DType::f32})
+    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high})
+      for (bool causal : {false, true}) {
+        Tensor q = randn({B, NH, T, HS}, 16, dt);
+        const Tensor k = randn({B, NH, T, HS}, 17, dt), vv = randn({B, NH, T, HS}, 18, dt),
+                     gout = randn({B, NH, T, HS}, 19, dt);
+        q.slice(2, 5, 6).copy_from(Tensor::full({B, NH, 1, HS}, std::nan(""), dt));
+        const AttnParams p{v, causal, 1, 0.5, false};
+        const Tensor lambda = uses_lambda(v) ? Tensor::full({NH}, 0.3, dt) : Tensor();
+        const auto c = tiled_on(Device::cpu(), q, k, vv, Tensor(), lambda, p, gout);
+        const auto g = tiled_on(Device::cuda(), q, k, vv, Tensor(), lambda, p, gout);
+        const bool exact = dt == DType::f64 || v == AttnVariant::original;
+        for (size_t i = 0; i < c.size(); ++i) {
+          if (!c[i].defined()) continue;
+          INFO(dtype_name(dt) << " " << variant_name(v) << (causal ? " decoder " : " encoder ")
+                              << kTiledNames[i]);
+          const std::vector<double> a = c[i].to(DType::f64).to_vector<double>(),
+                                    b = g[i].to(Device::cpu()).to(DType::f64).to_vector<double>();
+          REQUIRE(a.size() == b.size());
+          size_t differ = 0, cpu_only = 0;
+          for (size_t j = 0; j < a.size(); ++j) {
+            differ += std::isnan(a[j]) != std::isnan(b[j]);
+            cpu_only += std::isnan(a[j]) && !std::isnan(b[j]);
+          }
+          CHECK(cpu_only == 0);
+          if (exact) CHECK(differ == 0);
+          if (i == 0) CHECK(std::isnan(b[static_cast<size_t>(5 * HS)]));  // the NaN row's output
+        }
+      }
+  // attention() with AttentionConfig::tiled on GPU tensors: the CPU's output and gradients.
+  for (bool causal : {false, true}) {
+    AttentionConfig cfg{AttnVariant::bp_low, causal, 2};
+    const Tensor q2 = randn({2, NH, T, HS}, 25, DType::f64), k2 = randn({2, NH, T, HS}, 26, DType::f64),
+                 v2 = randn({2, NH, T, HS}, 27, DType::f64), km = padding(2, T, {0, 30});
+    const auto c = run(cfg, true, q2, k2, v2, km, AttnVariant::bp_low, 28);
+    cfg.tiled = true;
+    Var qg(q2.to(Device::cuda()), true), kg(k2.to(Device::cuda()), true), vg(v2.to(Device::cuda()), true);
+    Var lam(lambdas(AttnVariant::bp_low, NH, DType::f64).data().to(Device::cuda()), true);
+    Var out = attention(qg, kg, vg, km.to(Device::cuda()), lam, cfg);
+    out.backward(randn(out.shape(), 28, DType::f64).to(Device::cuda()));
+    const std::vector<Tensor> g = {out.data(), qg.grad(), kg.grad(), vg.grad(), lam.grad()};
+    for (size_t i = 0; i < c.size(); ++i) {
+      INFO((causal ? "decoder " : "encoder ") << kNames[i]);
+      CHECK(close_to(g[i], c[i], 1e-11));
+    }
+  }
 }

@@ -36,6 +36,47 @@ template <class T>
 cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskView& mask, T* dP, int64_t R,
                                 int64_t C);
 
+// ---- tiled.cu (T: float, double) ----
+// The tiled kernels (kernels.inc attention_tiled_forward / _backward), one thread block per head
+// tile = b NH + h. q, k, v, out, gout, gq, gk, gv: (tiles, n, hs) (gq, gk, gv nullptr: skipped);
+// key: (batch, n) u8 or nullptr; c: (NH) the Potts c of each head (launch_potts_params), nullptr
+// when S = 0; lse: (S+1, tiles, n); colsum: (S, tiles, n) (nullptr when S = 0); dc: (tiles) the
+// backward's ∂L/∂c of each head. all: every other token row sends (encoder, leaking decoder).
+// work, vecs: scratch of tiles · tiled_work_elems elements of T and tiles · tiled_vec_elems
+// doubles (constexpr: the kernels read the same layout).
+template <class T>
+struct TiledArgs {
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const uint8_t* key = nullptr;
+  const double* c = nullptr;
+  int64_t NH = 0, n = 0, hs = 0, tiles = 0;
+  int S = 0;
+  bool causal = false, all = true;
+  double scale = 1;
+  T *lse = nullptr, *colsum = nullptr;
+  const T *out = nullptr, *gout = nullptr;  // backward
+  T *gq = nullptr, *gk = nullptr, *gv = nullptr;
+  double* dc = nullptr;
+  T* work = nullptr;
+  double* vecs = nullptr;
+};
+// Tiles of 64 query rows × 64 keys, as the CPU twin's (src/attention/cpu/tiled.cpp).
+constexpr int64_t kTiledRows = 64, kTiledCols = 64, kTiledArea = kTiledRows * kTiledCols;
+// Scratch of one head in elements of T: scale·Q (n·hs), the tiles s, tmp and ds, then the levels
+// 0..S of x and b (forward) or of x, b, g and dL (backward), one tile each.
+constexpr int64_t tiled_work_elems(int64_t n, int64_t hs, int S, bool backward) {
+  return n * hs + (3 + (backward ? 4 : 2) * (S + int64_t{1})) * kTiledArea;
+}
+// In doubles: forward C (n), then P and the next P (S·n each); backward ρ ((S+1)·n), then E, R,
+// the next R, P and the next P (S·n each).
+constexpr int64_t tiled_vec_elems(int64_t n, int S, bool backward) {
+  return backward ? (6 * int64_t{S} + 1) * n : (2 * int64_t{S} + 1) * n;
+}
+template <class T>
+cudaError_t launch_attention_tiled_forward(const TiledArgs<T>& a, T* out);
+template <class T>
+cudaError_t launch_attention_tiled_backward(const TiledArgs<T>& a);
+
 // ---- sink_gate.cu (T: float, double) ----
 // probs: (B,NH,Tn,Tn)  mask: (B,Tn) u8 or null  keep: (B,NH). The head-skip gate (kernels.inc).
 template <class T>
