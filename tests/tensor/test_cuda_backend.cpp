@@ -491,6 +491,57 @@ TEST_CASE("cuda softmax forward and backward with masks", "[cuda]") {
       }
 }
 
+// Issue "Hostile input, second round", item 8: a score row that is all NaN gives NaN on the GPU
+// as on the CPU (the max skips NaN, so the row looked empty and became zeros), in the softmax
+// kernel and so in the attention that uses it; a row with one NaN among finite entries, a row
+// of -inf and a fully masked row give what the CPU gives too.
+TEST_CASE("cuda softmax and attention: NaN rows propagate as on the CPU", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (DType dt : kFloating)
+    for (bool log : {false, true}) {
+      INFO(dtype_name(dt) << " log " << log);
+      const std::vector<double> v = {nan,  nan,  nan,  nan,  // all NaN
+                                     1.0,  nan,  2.0,  3.0,  // one NaN
+                                     -inf, -inf, -inf, -inf, 0.5, 0.25, -1.0, 2.0};
+      const Tensor x = Tensor::from_vector(v, {4, 4}).to(dt);
+      Tensor mask =
+          Tensor::from_vector(std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {4, 4});
+      Tensor y_c = x.empty_like(), y_g = Tensor::empty({4, 4}, dt, kGpu);
+      kern::softmax_forward(x, mask, y_c, log);
+      kern::softmax_forward(gpu(x), gpu(mask), y_g, log);
+      const std::vector<double> a = y_c.to(DType::f64).to_vector<double>(),
+                                b = y_g.to(Device::cpu()).to(DType::f64).to_vector<double>();
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO("entry " << i << ": cpu " << a[i] << " gpu " << b[i]);
+        CHECK(std::isnan(a[i]) == std::isnan(b[i]));
+        if (!std::isnan(a[i])) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::max(1.0, std::abs(a[i])));
+      }
+      CHECK(std::isnan(b[0]));
+    }
+  // Attention (original) with one query row of NaN: the same NaN entries on both devices.
+  const int64_t B = 1, NH = 2, T = 6, HS = 4;
+  for (DType dt : kFloating) {
+    Tensor q = randn({B, NH, T, HS}, dt, 40);
+    const Tensor k = randn({B, NH, T, HS}, dt, 41), vv = randn({B, NH, T, HS}, dt, 42);
+    Tensor row = q.slice(2, 2, 3);
+    kern::fill(row, nan);
+    const AttnParams p{AttnVariant::original, false, 1, 0.5};
+    Tensor none, out_c = q.empty_like(), probs_c = Tensor::empty({B, NH, T, T}, dt);
+    kern::attention_forward(q, k, vv, none, none, p, out_c, probs_c, none, none);
+    Tensor out_g = Tensor::empty(q.shape(), dt, kGpu), probs_g = Tensor::empty({B, NH, T, T}, dt, kGpu);
+    kern::attention_forward(gpu(q), gpu(k), gpu(vv), none, none, p, out_g, probs_g, none, none);
+    const std::vector<double> a = out_c.to(DType::f64).to_vector<double>(),
+                              b = out_g.to(Device::cpu()).to(DType::f64).to_vector<double>();
+    INFO(dtype_name(dt));
+    for (size_t i = 0; i < a.size(); ++i) CHECK(std::isnan(a[i]) == std::isnan(b[i]));
+    CHECK(std::isnan(b[2 * HS]));
+  }
+}
+
 TEST_CASE("cuda embedding forward and backward", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");

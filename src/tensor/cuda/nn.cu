@@ -98,7 +98,9 @@ __global__ void layernorm_backward_params_kernel(const T* x, const T* mean, cons
 
 // ------------------------------------------------------------------------------------- softmax
 
-// x, y: (R,C). One warp per row. Masked entries and rows with nothing allowed give 0.
+// x, y: (R,C). One warp per row. Masked entries and rows with nothing allowed give 0. NaN
+// propagates as on the CPU (src/tensor/cpu/softmax_row.h): the max skips NaN, so a row whose
+// allowed entries are all NaN (or NaN and -inf) looks empty; it gives NaN, not zeros.
 template <class T>
 __global__ void softmax_forward_kernel(const T* x, MaskView mask, T* y, int64_t R, int64_t C, bool log) {
   for (int64_t r = warp_id(); r < R; r += warp_count()) {
@@ -109,8 +111,13 @@ __global__ void softmax_forward_kernel(const T* x, MaskView mask, T* y, int64_t 
     for (int64_t c = lane(); c < C; c += kWarp)
       if (allowed(c) && xr[c] > mx) mx = xr[c];
     mx = warp_reduce(mx, Max{});
-    if (mx == dmath::neg_inf<T>()) {  // nothing allowed (or all -inf)
-      for (int64_t c = lane(); c < C; c += kWarp) yr[c] = T(0);
+    if (mx == dmath::neg_inf<T>()) {  // nothing allowed (or all -inf), or NaN
+      T nan = T(0);
+      for (int64_t c = lane(); c < C; c += kWarp)
+        if (allowed(c) && xr[c] != xr[c]) nan = T(1);
+      nan = warp_reduce(nan, Max{});
+      const T fill = nan > T(0) ? static_cast<T>(NAN) : T(0);
+      for (int64_t c = lane(); c < C; c += kWarp) yr[c] = fill;
       continue;
     }
     double sum = 0;
