@@ -78,18 +78,34 @@ namespace {
 
 // The tiled kernels behind the same autograd record: saved are the row log-sum-exps, the column
 // sums of the log-factors and the output (the backward's ρ^S = dO · O), O(T) per head.
+// What both kernels' calls start from: contiguous q, k, v and λ (BP variants), and the params.
+struct Call {
+  Tensor Q, K, V, lam;
+  AttnParams p;
+  bool bp = false;
+};
+Call prepare_call(const Var& q, const Var& k, const Var& v, const Var& lambda, const AttentionConfig& cfg) {
+  Call c;
+  c.Q = q.data().contiguous(), c.K = k.data().contiguous(), c.V = v.data().contiguous();
+  c.p = AttnParams{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(q.size(3))),
+                   cfg.causal && cfg.leak};
+  c.bp = uses_lambda(cfg.variant);
+  if (c.bp) {
+    if (!lambda.defined()) fail("attention", "variant {} needs λ", variant_name(cfg.variant));
+    c.lam = lambda.data().contiguous();
+  }
+  return c;
+}
+
 Var attention_tiled(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, const Var& lambda,
                     const AttentionConfig& cfg) {
-  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
-  const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
-  const AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)),
-                     cfg.causal && cfg.leak};
-  const bool bp = uses_lambda(cfg.variant);
-  Tensor lam;
-  if (bp) {
-    if (!lambda.defined()) fail("attention", "variant {} needs λ", variant_name(cfg.variant));
-    lam = lambda.data().contiguous();
-  }
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
+  // Named copies, not a structured binding: the lambdas below capture them (clang refuses
+  // capturing structured bindings; the fuzz build uses it).
+  const Call c = prepare_call(q, k, v, lambda, cfg);
+  const Tensor Q = c.Q, K = c.K, V = c.V, lam = c.lam;
+  const AttnParams p = c.p;
+  const bool bp = c.bp;
   const int64_t S = bp ? cfg.steps : 0;
   Tensor out = Q.new_empty(Q.shape()), lse = Q.new_empty({S + 1, B, NH, T}), colsum;
   if (S > 0) colsum = Q.new_empty({S, B, NH, T});
@@ -112,16 +128,13 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
               const AttentionConfig& cfg, AttentionMaps* maps) {
   if (q.dim() != 4) fail("attention", "q must be (B,NH,T,HS), got {}", q.data().str());
   if (runs_tiled(cfg, maps != nullptr)) return attention_tiled(q, k, v, key_mask, lambda, cfg);
-  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3);
-  const Tensor Q = q.data().contiguous(), K = k.data().contiguous(), V = v.data().contiguous();
-  AttnParams p{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(HS)),
-               cfg.causal && cfg.leak};
-  const bool bp = uses_lambda(cfg.variant);
-  Tensor lam;
-  if (bp) {
-    if (!lambda.defined()) fail("attention", "variant {} needs λ", variant_name(cfg.variant));
-    lam = lambda.data().contiguous();
-  }
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
+  // Named copies, not a structured binding: the lambdas below capture them (clang refuses
+  // capturing structured bindings; the fuzz build uses it).
+  const Call c = prepare_call(q, k, v, lambda, cfg);
+  const Tensor Q = c.Q, K = c.K, V = c.V, lam = c.lam;
+  const AttnParams p = c.p;
+  const bool bp = c.bp;
   Tensor out = Q.new_empty(Q.shape()), probs = Q.new_empty({B, NH, T, T}), saved, aux;
   if (bp) saved = Q.new_empty({cfg.steps, B, NH, T, T});
   if (cfg.variant == AttnVariant::bp_elemmul) {

@@ -80,19 +80,21 @@ std::vector<Tensor> run(AttentionConfig cfg, bool tiled, const Tensor& q0, const
 
 const char* kNames[] = {"out", "dq", "dk", "dv", "dλ"};
 
+// The shapes both device checks run: T = 1; under one tile; 1 row past a tile; several tiles with
+// a ragged end; a sequence with no token (every row has no allowed key) beside padded ones.
+struct TiledShape {
+  int64_t B, T;
+  std::vector<int64_t> pad;
+};
+const std::vector<TiledShape> kShapes = {
+    {2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
+
 }  // namespace
 
 TEST_CASE("attention tiled: the materialized kernel's outputs and gradients", "[attention][tiled]") {
   const int64_t NH = 2, HS = 8;
-  struct Shape_ {
-    int64_t B, T;
-    std::vector<int64_t> pad;
-  };
-  // T = 1; under one tile; 1 row past a tile; several tiles with a ragged end; a sequence with
-  // no token (every row has no allowed key) beside padded ones.
-  const std::vector<Shape_> shapes = {{2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
   for (DType dt : {DType::f64, DType::f32})
-    for (const Shape_& sh : shapes)
+    for (const TiledShape& sh : kShapes)
       for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
         for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
           for (int steps : {1, 2}) {
@@ -265,15 +267,8 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
     return;
   }
   const int64_t NH = 2, HS = 8;
-  struct Shape_ {
-    int64_t B, T;
-    std::vector<int64_t> pad;
-  };
-  // The shapes of the first test case: T = 1, under one tile, 1 row past a tile, several tiles
-  // with a ragged end and a sequence with no token.
-  const std::vector<Shape_> shapes = {{2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
   for (DType dt : {DType::f64, DType::f32})
-    for (const Shape_& sh : shapes)
+    for (const TiledShape& sh : kShapes)
       for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
         for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
           for (int steps : {1, 2}) {

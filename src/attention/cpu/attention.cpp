@@ -137,14 +137,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
         tile_gemm(d.T, d.HS, d.T, sc, ds, true, qp + bh * QS, false, T(1), gkp + bh * QS);  // dK += sc dSᵀ Q
     }
   });
-  if (glambda.defined() && !lam.empty()) {
-    T* gl = glambda.data<T>();
-    for (int64_t h = 0; h < d.NH; ++h) {
-      double acc = 0;
-      for (int64_t b = 0; b < d.B; ++b) acc += dlam[static_cast<size_t>(b * d.NH + h)];
-      gl[h] += static_cast<T>(acc);
-    }
-  }
+  if (glambda.defined() && !lam.empty()) attn::add_lambda_grad(dlam, d.B, d.NH, glambda.data<T>());
 }
 
 }  // namespace

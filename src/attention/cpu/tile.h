@@ -55,6 +55,17 @@ void softmax_tile_backward(const TileMask& m, const T* y, const T* gy, T* gs) {
   for (int64_t j = 0; j < m.T; ++j) cpu::softmax_row_backward(y + j * m.T, gy + j * m.T, gs + j * m.T, m.T);
 }
 
+// glambda[h] += Σ_b dlam[b NH + h], the batch summed in order (the tiles' ∂L/∂λ are computed in
+// parallel, each into its own slot): the result does not depend on the thread count.
+template <class T>
+void add_lambda_grad(const std::vector<double>& dlam, int64_t B, int64_t NH, T* glambda) {
+  for (int64_t h = 0; h < NH; ++h) {
+    double acc = 0;
+    for (int64_t b = 0; b < B; ++b) acc += dlam[static_cast<size_t>(b * NH + h)];
+    glambda[h] += static_cast<T>(acc);
+  }
+}
+
 // Per-thread scratch of T×T (and T) buffers, reused across tiles.
 template <class T>
 struct Scratch {

@@ -534,14 +534,7 @@ void tiled_backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const T
                                                                        lam[static_cast<size_t>(bh % d.NH)]);
     }
   });
-  if (glambda.defined() && bp) {
-    T* gl = glambda.data<T>();
-    for (int64_t hh = 0; hh < d.NH; ++hh) {
-      double acc = 0;
-      for (int64_t b = 0; b < d.B; ++b) acc += dlam[static_cast<size_t>(b * d.NH + hh)];
-      gl[hh] += static_cast<T>(acc);
-    }
-  }
+  if (glambda.defined() && bp) attn::add_lambda_grad(dlam, d.B, d.NH, glambda.data<T>());
 }
 
 }  // namespace
