@@ -98,7 +98,10 @@ void check_finite(const Tensor& t, const std::string& file, const std::string& n
 
 // Checks the checkpoint's config.json against `expected` (the task's hf_config from config.toml):
 // every key of `expected` must be present with the same value, and a stored tokenizer fingerprint
-// must match `tokenizer`. Errors name config.json and the key.
+// must match `tokenizer`. Errors name config.json and the key. The one exception: a model without
+// a position table (positions rope or none, in both) may be read with another n_positions
+// (max_position_embeddings), a limit on the length rather than a weight's shape; a learned table
+// must keep its size. The read-only commands (eval, analyze, inspect, generate) call this.
 void check_checkpoint_config(const std::string& dir, const nlohmann::json& expected,
                              const Tokenizer* tokenizer);
 

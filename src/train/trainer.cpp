@@ -403,7 +403,7 @@ EvalResult evaluate_checkpoint(const std::string& given_dir, const std::vector<s
   if (print)
     fmt::print("{}: loss {:.4f} | accuracy {:.4f} | perplexity {:.3f} over {} predictions\n", dir, r.loss,
                r.accuracy, r.perplexity, r.predictions);
-  task->final_evaluation(dir, print);
+  if (print) task->final_evaluation("", true);  // printed only: nothing is written into the checkpoint
   return r;
 }
 

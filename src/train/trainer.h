@@ -45,7 +45,9 @@ TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
 // Held-out loss, MLM accuracy and perplexity of a checkpoint (its own config.toml, plus
 // overrides), over train.eval_batches batches of the validation stream; with `print`, also
 // prints them and runs the task's final evaluation (the long-range tasks' accuracy per length,
-// written into `dir`).
+// printed; nothing is written into `dir`, whose task_eval.json stays the one training wrote).
+// A model without a position table (RoPE) may be read with another model.max_positions
+// (check_checkpoint_config).
 EvalResult evaluate_checkpoint(const std::string& dir, const std::vector<std::string>& overrides,
                                bool print = false);
 

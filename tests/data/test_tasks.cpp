@@ -1,5 +1,6 @@
 // The long-range tasks: generators against the brute-force solver, determinism, splits,
-// padding, the classification task's wiring, and a short run that learns copy_first.
+// padding, the classification task's wiring, a short run that learns copy_first, and a RoPE
+// checkpoint read past its max_positions.
 #include <unistd.h>
 
 #include <algorithm>
@@ -239,6 +240,48 @@ TEST_CASE("tasks: a tiny BERT learns copy_first and reports accuracy per length"
   CHECK(j["results"][1]["accuracy"].get<double>() > 0.9);  // the training length
   CHECK(j["results"][3]["skipped"].get<std::string>().find("max_positions") != std::string::npos);
   CHECK(fs::exists(fs::path(s.final_checkpoint) / "task_eval.csv"));
+  fs::remove_all(dir);
+}
+
+// A model without a position table (RoPE, none) holds n_positions as a limit: eval and the other
+// read-only commands read its checkpoint with a larger model.max_positions, at lengths past the
+// one it was trained with, and its scores at the trained lengths stay bitwise the same. A learned
+// table's size is a weight's shape: another one is still refused, naming both values.
+TEST_CASE("tasks: a RoPE checkpoint is evaluated past its max_positions, a learned one is refused",
+          "[tasks][checkpoint]") {
+  const std::string dir = temp_dir("longer-positions");
+  TrainOptions quiet;
+  quiet.quiet = true;
+  for (const std::string positions : {"rope", "none", "learned"}) {
+    INFO(positions);
+    const TrainSummary s =
+        train(tiny_task("count_ones", dir + "/" + positions,
+                        {"model.family=gpt2", "model.positions=" + positions, "model.max_positions=16",
+                         "train.seq_len=12", "data.eval_lengths=[8, 12, 32]", "train.eval_batches=1"}),
+              quiet);
+    const nlohmann::json trained = nlohmann::json::parse(read_file(s.final_checkpoint + "/task_eval.json"));
+    REQUIRE(trained["results"].size() == 3);
+    CHECK(trained["results"][2]["skipped"] == "above model.max_positions 16");
+    const std::vector<std::string> longer = {"model.max_positions=64"};
+    if (positions == "learned") {
+      const auto refused =
+          Catch::Contains("'n_positions' is 16 but config.toml (with the overrides) gives 64");
+      CHECK_ERROR(evaluate_checkpoint(s.final_checkpoint, longer), refused);
+      RunConfig cfg;
+      CHECK_ERROR(load_checkpoint_task(s.final_checkpoint, longer, cfg, "test"), refused);
+      continue;
+    }
+    RunConfig cfg;
+    const std::unique_ptr<Task> task = load_checkpoint_task(s.final_checkpoint, longer, cfg, "test");
+    const nlohmann::json j = task->final_evaluation("", false);
+    REQUIRE(j["results"].size() == 3);
+    CHECK(j["results"][0] == trained["results"][0]);  // the same bits at the trained lengths
+    CHECK(j["results"][1] == trained["results"][1]);
+    CHECK(j["results"][2]["length"] == 32);
+    CHECK(j["results"][2]["examples"] == 16);
+    CHECK(!j["results"][2].contains("skipped"));
+    CHECK_NOTHROW(evaluate_checkpoint(s.final_checkpoint, longer));
+  }
   fs::remove_all(dir);
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Read-only commands write nothing into the checkpoint they read: `saobp eval`, `analyze --out`
 # and `inspect` (whose dump goes to the working directory by default) on a tiny trained run leave
-# every file of the run folder as it was (names and bytes). Usage: read_only_commands.sh
-# PATH/TO/saobp. About 3 s.
+# every file of the run folder as it was (names and bytes). So does `eval` of a long-range task's
+# checkpoint (a RoPE GPT-2 on count_ones) at other lengths, one of them past the model.max_positions
+# it was trained with (raised by the override), which it prints: the task_eval.json of training
+# stays. Usage: read_only_commands.sh PATH/TO/saobp. About 1 s.
 set -euo pipefail
 saobp=$(realpath "$1")
 work=$(mktemp -d "${TMPDIR:-/tmp}/saobp-read-only.XXXXXX")
@@ -14,7 +16,15 @@ trap 'rm -rf "$work"' EXIT
   cat "$work/train.log" >&2
   exit 1
 }
-listing() { (cd "$work/run" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+"$saobp" train "" data.kind=task data.task=count_ones model.family=gpt2 model.positions=rope \
+  model.preset=custom model.vocab_size=33 model.hidden=16 model.intermediate=32 model.layers=1 model.heads=2 \
+  model.max_positions=16 train.batch_size=4 train.seq_len=12 train.max_steps=2 train.warmup_steps=1 \
+  train.eval_every=0 train.save_every=0 train.eval_batches=1 "data.eval_lengths=[8, 32]" \
+  train.run_dir="$work/task" --quiet >"$work/train-task.log" 2>&1 || {
+  cat "$work/train-task.log" >&2
+  exit 1
+}
+listing() { (cd "$work" && find run task -type f -print0 | sort -z | xargs -0 sha256sum); }
 before=$(listing)
 mkdir "$work/wd"
 (
@@ -22,7 +32,13 @@ mkdir "$work/wd"
   "$saobp" eval --checkpoint "$work/run/final" >/dev/null
   "$saobp" analyze --checkpoint "$work/run/final" --samples 2 --out "$work/wd/analysis" >/dev/null
   "$saobp" inspect --checkpoint "$work/run/final" --ids 2,3,4 >/dev/null
+  "$saobp" eval --checkpoint "$work/task/final" "data.eval_lengths=[12, 32]" model.max_positions=32 >"$work/eval-task.txt"
 )
+grep -Eq '^ +32 +[0-9.]+ +[0-9.]+ +4$' "$work/eval-task.txt" || {
+  echo "eval of the task checkpoint printed no accuracy at length 32:" >&2
+  cat "$work/eval-task.txt" >&2
+  exit 1
+}
 [[ -s $work/wd/inspect.safetensors ]] || {
   echo "inspect wrote no inspect.safetensors into the working directory" >&2
   exit 1
@@ -33,4 +49,4 @@ if [[ $before != "$after" ]]; then
   diff <(echo "$before") <(echo "$after") >&2 || true
   exit 1
 fi
-echo "read-only commands: the run folder is unchanged; inspect wrote to the working directory"
+echo "read-only commands: the run folders are unchanged; inspect wrote to the working directory"
