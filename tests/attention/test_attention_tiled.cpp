@@ -89,28 +89,36 @@ struct TiledShape {
 const std::vector<TiledShape> kShapes = {
     {2, 1, {0, 0}}, {2, 37, {0, 11}}, {1, 65, {0}}, {3, 150, {0, 70, 150}}};
 
+// Every setting both device checks run: f64 and f32, the shapes, original/bp_high/bp_low, mode 0
+// (encoder), 1 (decoder) or 2 (leaking decoder), 1 and 2 BP steps (2 steps and the leak for the BP
+// variants only).
+template <class F>
+void for_each_case(F f) {
+  for (DType dt : {DType::f64, DType::f32})
+    for (const TiledShape& sh : kShapes)
+      for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
+        for (int mode = 0; mode < 3; ++mode)
+          for (int steps : {1, 2})
+            if ((steps == 1 && mode < 2) || uses_lambda(v)) f(dt, sh, v, mode, steps);
+}
+
 }  // namespace
 
 TEST_CASE("attention tiled: the materialized kernel's outputs and gradients", "[attention][tiled]") {
   const int64_t NH = 2, HS = 8;
-  for (DType dt : {DType::f64, DType::f32})
-    for (const TiledShape& sh : kShapes)
-      for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
-        for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
-          for (int steps : {1, 2}) {
-            if ((steps > 1 || mode == 2) && !uses_lambda(v)) continue;
-            AttentionConfig cfg{v, mode > 0, steps};
-            cfg.leak = mode == 2;
-            const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
-                         vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad);
-            const auto a = run(cfg, true, q, k, vv, km, v, 4), b = run(cfg, false, q, k, vv, km, v, 4);
-            const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
-            for (size_t i = 0; i < a.size(); ++i) {
-              INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " "
-                                   << dtype_name(dt) << " " << kNames[i]);
-              CHECK(rel_diff(a[i], b[i]) < tol);
-            }
-          }
+  for_each_case([&](DType dt, const TiledShape& sh, AttnVariant v, int mode, int steps) {
+    AttentionConfig cfg{v, mode > 0, steps};
+    cfg.leak = mode == 2;
+    const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
+                 vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad);
+    const auto a = run(cfg, true, q, k, vv, km, v, 4), b = run(cfg, false, q, k, vv, km, v, 4);
+    const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
+                           << " " << kNames[i]);
+      CHECK(rel_diff(a[i], b[i]) < tol);
+    }
+  });
 }
 
 TEST_CASE("attention tiled: f64 gradcheck, encoder and decoder, 2 BP steps",
@@ -267,30 +275,25 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
     return;
   }
   const int64_t NH = 2, HS = 8;
-  for (DType dt : {DType::f64, DType::f32})
-    for (const TiledShape& sh : kShapes)
-      for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high, AttnVariant::bp_low})
-        for (int mode = 0; mode < 3; ++mode)  // encoder, decoder, leaking decoder
-          for (int steps : {1, 2}) {
-            if ((steps > 1 || mode == 2) && !uses_lambda(v)) continue;
-            const AttnParams p{v, mode > 0, steps, 1.0 / std::sqrt(static_cast<double>(HS)), mode == 2};
-            const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
-                         vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad),
-                         gout = randn({sh.B, NH, sh.T, HS}, 4, dt);
-            const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
-            const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
-            const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-            const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-            const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
-            for (size_t i = 0; i < c.size(); ++i) {
-              INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " "
-                                   << dtype_name(dt) << " " << kTiledNames[i]);
-              REQUIRE(c[i].defined() == g1[i].defined());
-              if (!c[i].defined()) continue;
-              CHECK(close_to(g1[i], c[i], tol));
-              CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
-            }
-          }
+  for_each_case([&](DType dt, const TiledShape& sh, AttnVariant v, int mode, int steps) {
+    const AttnParams p{v, mode > 0, steps, 1.0 / std::sqrt(static_cast<double>(HS)), mode == 2};
+    const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
+                 vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad),
+                 gout = randn({sh.B, NH, sh.T, HS}, 4, dt);
+    const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
+    const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
+    const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+    const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+    const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+    for (size_t i = 0; i < c.size(); ++i) {
+      INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
+                           << " " << kTiledNames[i]);
+      REQUIRE(c[i].defined() == g1[i].defined());
+      if (!c[i].defined()) continue;
+      CHECK(close_to(g1[i], c[i], tol));
+      CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
+    }
+  });
 }
 
 TEST_CASE("attention tiled cuda: NaN scores and the autograd path as on the CPU", "[cuda][tiled]") {
