@@ -22,19 +22,11 @@ namespace {
 using Dims = AttnDims;
 
 template <class T>
-std::vector<double> lambdas(const Tensor& lambda) {
-  if (!lambda.defined()) return {};
-  const Tensor l = lambda.to(dtype_of<T>::value);
-  const std::vector<T> v = l.to_vector<T>();
-  return {v.begin(), v.end()};
-}
-
-template <class T>
 void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
                Tensor& aux, const Dims& d) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
-  const std::vector<double> lam = lambdas<T>(lambda);
+  const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const T* qp = q.data<T>();
   const T* kp = k.data<T>();
   const T* vp = v.data<T>();
@@ -86,7 +78,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
                 const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda,
                 const Dims& d) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
-  const std::vector<double> lam = lambdas<T>(lambda);
+  const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = probs.data<T>(),
           *gp = gout.data<T>();
   const T* sp = saved.defined() ? saved.data<T>() : nullptr;

@@ -55,6 +55,15 @@ void softmax_tile_backward(const TileMask& m, const T* y, const T* gy, T* gs) {
   for (int64_t j = 0; j < m.T; ++j) cpu::softmax_row_backward(y + j * m.T, gy + j * m.T, gs + j * m.T, m.T);
 }
 
+// λ of each head as the element type holds it, in double (the kernels' Potts constants are
+// computed from these); empty when λ is undefined (no Potts factor).
+template <class T>
+std::vector<double> head_lambdas(const Tensor& lambda) {
+  if (!lambda.defined()) return {};
+  const std::vector<T> v = lambda.to(dtype_of<T>::value).template to_vector<T>();
+  return {v.begin(), v.end()};
+}
+
 // glambda[h] += Σ_b dlam[b NH + h], the batch summed in order (the tiles' ∂L/∂λ are computed in
 // parallel, each into its own slot): the result does not depend on the thread count.
 template <class T>

@@ -427,13 +427,6 @@ void backward_head(Head<T>& h, Grads<T>& gr, T scale, Work<T>& w) {
   });
 }
 
-template <class T>
-std::vector<double> head_lambdas(const Tensor& lambda) {
-  if (!lambda.defined()) return {};
-  const std::vector<T> v = lambda.to(dtype_of<T>::value).template to_vector<T>();
-  return {v.begin(), v.end()};
-}
-
 // The head (b, h) of a call: q is read pre-scaled (scale folded into a copy of Q's head), so the
 // tiles' s = Q Kᵀ needs no multiply.
 template <class T>
@@ -471,7 +464,7 @@ void tiled_forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                      const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& lse, Tensor& colsum) {
   const AttnDims d = attn_dims(q);
   const int64_t tiles = d.B * d.NH, QS = d.T * d.HS;
-  const std::vector<double> lam = head_lambdas<T>(lambda);
+  const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const int S = uses_lambda(p.variant) ? p.steps : 0;
   const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>();
   const uint8_t* km = key_mask.defined() ? key_mask.data<uint8_t>() : nullptr;
@@ -501,7 +494,7 @@ void tiled_backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const T
                       Tensor& glambda) {
   const AttnDims d = attn_dims(q);
   const int64_t tiles = d.B * d.NH, QS = d.T * d.HS;
-  const std::vector<double> lam = head_lambdas<T>(lambda);
+  const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const bool bp = uses_lambda(p.variant);
   const int S = bp ? p.steps : 0;
   const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *op = out.data<T>(), *gp = gout.data<T>();

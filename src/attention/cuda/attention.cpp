@@ -12,6 +12,7 @@
 
 #include "attention/backend.h"
 #include "attention/cuda/launch.h"
+#include "attention/cuda/potts.h"
 #include "attention/formulas.h"
 #include "tensor/cuda/common.h"
 
@@ -50,22 +51,6 @@ std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int6
   return b;
 }
 
-// λ per head as the CPU reads it (rounded to the element type), and the Potts c and dc/dλ,
-// computed on the device (potts_params_kernel): no copy of λ to the host, no wait.
-struct Potts {
-  Tensor c, dc_dlambda;  // (NH) f64 on the device
-};
-template <class T>
-Potts potts_params(const Tensor& lambda, AttnVariant variant, Device device) {
-  const Tensor rounded = lambda.to(device).to(dtype_of<T>::value).contiguous();
-  const int64_t NH = rounded.numel();
-  Potts p{Tensor::empty({NH}, DType::f64, device), Tensor::empty({NH}, DType::f64, device)};
-  check(launch_potts_params<T>(rounded.data<T>(), NH, variant == AttnVariant::bp_high, p.c.data<double>(),
-                               p.dc_dlambda.data<double>()),
-        "attention");
-  return p;
-}
-
 template <class T>
 void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
@@ -81,7 +66,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       break;
     case AttnVariant::bp_high:
     case AttnVariant::bp_low: {
-      const Potts potts = potts_params<T>(lambda, p.variant, q.device());
+      const Potts potts = potts_params<T>(lambda, p.variant, q.device(), "attention");
       const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
       Tensor L = probs.empty_like();
       check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
@@ -127,7 +112,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
       break;
     case AttnVariant::bp_high:
     case AttnVariant::bp_low: {
-      const Potts potts = potts_params<T>(lambda, p.variant, q.device());
+      const Potts potts = potts_params<T>(lambda, p.variant, q.device(), "attention");
       const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
       Tensor db = dB, dL = probs.empty_like(), dP = probs.empty_like();
       Tensor dc = Tensor::zeros({rows}, DType::f64, q.device());  // (tiles, T) column shares

@@ -6,27 +6,12 @@
 
 #include "attention/backend.h"
 #include "attention/cuda/launch.h"
+#include "attention/cuda/potts.h"
 #include "tensor/cuda/common.h"
 
 namespace saobp::cuda {
 
 namespace {
-
-// The Potts c and dc/dλ of each head (NH, f64 on the device), from λ as the element type holds
-// it, as the CPU twin reads it (launch_potts_params, attention.cu).
-struct Potts {
-  Tensor c, dc_dlambda;
-};
-template <class T>
-Potts potts_params(const Tensor& lambda, AttnVariant variant, Device device, const char* op) {
-  const Tensor rounded = lambda.to(device).to(dtype_of<T>::value).contiguous();
-  const int64_t NH = rounded.numel();
-  Potts p{Tensor::empty({NH}, DType::f64, device), Tensor::empty({NH}, DType::f64, device)};
-  check(launch_potts_params<T>(rounded.data<T>(), NH, variant == AttnVariant::bp_high, p.c.data<double>(),
-                               p.dc_dlambda.data<double>()),
-        op);
-  return p;
-}
 
 // The launch's geometry and inputs; the scratch and the outputs are set by the caller.
 template <class T>
@@ -56,13 +41,10 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   const int S = uses_lambda(p.variant) ? p.steps : 0;
   TiledArgs<T> a = tiled_args<T>(q, k, v, key_mask, p, d, S);
   Potts potts;
-  Tensor col = colsum;
-  if (S > 0) {
+  if (S > 0) {  // colsum is (S,B,NH,T): check_attention_tiled asks for it
     potts = potts_params<T>(lambda, p.variant, q.device(), op);
     a.c = potts.c.data<double>();
-    if (!col.defined())
-      col = Tensor::empty({S, d.B, d.NH, d.T}, q.dtype(), q.device());  // the checks ask for it
-    a.colsum = col.data<T>();
+    a.colsum = colsum.data<T>();
   }
   a.lse = lse.data<T>();
   const Tensor work = scratch(a.tiles, tiled_work_elems(d.T, d.HS, S, false), q.dtype(), q.device());
