@@ -56,40 +56,62 @@ Var matmul(const Var& a, const Var& b) {
   });
 }
 
-Var linear(const Var& x, const Var& w, const Var& b) {
-  if (w.dim() != 2) fail("linear", "weight must be (OUT, IN), got {}", w.data().str());
-  const int64_t OUT = w.size(0), IN = w.size(1);
-  if (x.size(-1) != IN) fail("linear", "input {} does not match weight {}", x.data().str(), w.data().str());
-  if (b.defined()) check_shape(b.data(), {OUT}, "linear", "bias");
-  check_same_device(x.data(), w.data(), "linear");
+namespace {
+
+// y = x op(w) + b over the last dim of x: linear's w is (OUT, IN) (op = transpose, PyTorch's
+// nn.Linear, the bias first in the sum: gemm_bias), conv1d's is (IN, OUT) (op = identity,
+// Hugging Face's Conv1D, the bias added to the finished product: gemm_then_bias). The backward
+// takes the weight's and the bias's gradients from one pass over the output gradient
+// (gemm_rowsum / gemm_colsum).
+Var affine(const Var& x, const Var& w, const Var& b, bool in_out, const char* op) {
+  if (w.dim() != 2) fail(op, "weight must be {}, got {}", in_out ? "(IN, OUT)" : "(OUT, IN)", w.data().str());
+  const int64_t OUT = w.size(in_out ? 1 : 0), IN = w.size(in_out ? 0 : 1);
+  if (x.size(-1) != IN)
+    fail(op, "input {} does not match weight {} {}", x.data().str(), w.data().str(),
+         in_out ? "(IN, OUT)" : "(OUT, IN)");
+  if (b.defined()) check_shape(b.data(), {OUT}, op, "bias");
+  check_same_device(x.data(), w.data(), op);
   const Tensor X = x.data().contiguous().view({-1, IN});
   const Tensor W = w.data().contiguous();
+  const bool tw = !in_out;  // W as gemm's b operand: op(W) = Wᵀ (linear) or W (conv1d)
   Shape out_shape = x.shape();
   out_shape.back() = OUT;
   Tensor out = x.data().new_empty(out_shape);
   Tensor o2 = out.view({-1, OUT});
-  if (b.defined())
-    kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // x Wᵀ + b
+  if (!b.defined())
+    kern::gemm(X, false, W, tw, o2, 1.0, 0.0);  // x op(W)
+  else if (in_out)
+    kern::gemm_then_bias(X, false, W, false, b.data().contiguous(), o2);  // (x W) + b
   else
-    kern::gemm(X, false, W, true, o2, 1.0, 0.0);  // x Wᵀ
-  return make_result(out, "linear", {x, w, b}, [X, W, IN, OUT](const Tensor& g, GradSlots& gin) {
+    kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // b + x Wᵀ
+  return make_result(out, op, {x, w, b}, [X, W, IN, OUT, in_out, tw](const Tensor& g, GradSlots& gin) {
     const Tensor g2 = g.contiguous().view({-1, OUT});
     bool fresh = false;  // a gradient seen for the first time is written (beta 0), not zeroed and added to
     if (gin.needs(0)) {
       Tensor gx = gin.slot(0, fresh).view({-1, IN});
-      kern::gemm(g2, false, W, false, gx, 1.0, fresh ? 0.0 : 1.0);  // gx += g W
+      kern::gemm(g2, false, W, !tw, gx, 1.0, fresh ? 0.0 : 1.0);  // gx += g op(W)ᵀ
     }
-    if (gin.needs(1) && gin.needs(2)) {  // both from one pass over g (its columns summed as packed)
+    // gW += gᵀ x (OUT, IN) or xᵀ g (IN, OUT); gb += Σ_rows g
+    const auto weight_grad = [&](Tensor& gw, double beta, Tensor* gb, bool acc_b) {
+      if (in_out && gb)
+        kern::gemm_colsum(X, true, g2, false, gw, beta, *gb, acc_b);
+      else if (in_out)
+        kern::gemm(X, true, g2, false, gw, 1.0, beta);
+      else if (gb)
+        kern::gemm_rowsum(g2, true, X, false, gw, beta, *gb, acc_b);
+      else
+        kern::gemm(g2, true, X, false, gw, 1.0, beta);
+    };
+    if (gin.needs(1) && gin.needs(2)) {  // both from one pass over g
       Tensor gw = gin.slot(1, fresh);
       const bool fresh_w = fresh;
       Tensor gb = gin.slot(2, fresh);
-      kern::gemm_rowsum(g2, true, X, false, gw, fresh_w ? 0.0 : 1.0, gb,
-                        !fresh);  // gW += gᵀ x, gb += Σ_rows g
+      weight_grad(gw, fresh_w ? 0.0 : 1.0, &gb, !fresh);
       return;
     }
     if (gin.needs(1)) {
       Tensor& gw = gin.slot(1, fresh);
-      kern::gemm(g2, true, X, false, gw, 1.0, fresh ? 0.0 : 1.0);  // gW += gᵀ x
+      weight_grad(gw, fresh ? 0.0 : 1.0, nullptr, false);
     }
     if (gin.needs(2)) {
       Tensor gb = gin.slot(2, fresh).view({1, OUT});
@@ -97,5 +119,11 @@ Var linear(const Var& x, const Var& w, const Var& b) {
     }
   });
 }
+
+}  // namespace
+
+Var linear(const Var& x, const Var& w, const Var& b) { return affine(x, w, b, false, "linear"); }
+
+Var conv1d(const Var& x, const Var& w, const Var& b) { return affine(x, w, b, true, "conv1d"); }
 
 }  // namespace saobp

@@ -15,6 +15,9 @@ namespace saobp {
 Var matmul(const Var& a, const Var& b);
 // x: (..., IN) W: (OUT, IN) b: (OUT) or undefined -> x Wᵀ + b: (..., OUT).
 Var linear(const Var& x, const Var& w, const Var& b = Var());
+// x (..., IN) @ w (IN, OUT) + b (OUT): Hugging Face's Conv1D (GPT-2), with the bits of
+// add(matmul(x, w), b) on the CPU in one fused forward and backward.
+Var conv1d(const Var& x, const Var& w, const Var& b = Var());
 
 // ---- elementwise, broadcasting numpy-style ----
 Var add(const Var& a, const Var& b);

@@ -62,11 +62,6 @@ Gpt2Decoder::Gpt2Decoder(const DecoderConfig& cfg, uint64_t seed, DType dtype, D
   lnf_b_ = P.get("transformer.ln_f.bias");
 }
 
-namespace {
-// HF's Conv1D: x (..., IN) @ w (IN, OUT) + b (OUT).
-Var conv1d(const Var& x, const Var& w, const Var& b) { return add(matmul(x, w), b); }
-}  // namespace
-
 Var Gpt2Decoder::embed(const Tensor& ids, int64_t offset, bool training, uint64_t step) const {
   const int64_t T = ids.size(1);
   Var x = embedding(tokens_, ids);  // (B,T,C)
@@ -83,10 +78,15 @@ Var Gpt2Decoder::block(size_t l, const Var& x_in, bool training, uint64_t step, 
   const std::string site = fmt::format("transformer.h.{}.", l);
   const int64_t C = shape_.hidden, NH = shape_.heads;
   const Var lam = lambda_of(static_cast<int64_t>(l), b.lambda_rho);
-  // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj
-  const std::vector<Var> qkv =
-      split(conv1d(layernorm(x_in, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b), 2, C);
-  Var a = attend(split_heads(qkv[0], NH), split_heads(qkv[1], NH), split_heads(qkv[2], NH), lam);
+  // attn: ln_1 -> c_attn -> q, k, v (B,NH,T,HS) -> (RoPE on q, k) -> causal attention -> c_proj.
+  // c_attn's (B,T,3C) output is laid out as (3,B,NH,T,HS) by one copy, and q, k, v are its
+  // three contiguous slices (one copy forward and one back, where splitting first would copy
+  // each third twice: to make it a (B,T,NH,HS) view, then to make the heads contiguous).
+  const int64_t B = x_in.size(0), T = x_in.size(1), HS = C / NH;
+  const Var qkv = conv1d(layernorm(x_in, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b);
+  const Var heads = contiguous(permute(reshape(qkv, {B, T, 3, NH, HS}), {2, 0, 3, 1, 4}));
+  const auto head = [&](int64_t i) { return reshape(slice(heads, 0, i, i + 1), {B, NH, T, HS}); };
+  Var a = attend(head(0), head(1), head(2), lam);
   a = drop(conv1d(a, b.aproj_w, b.aproj_b), site + "attn.resid_dropout", step, training);
   const Var x = add(x_in, a);
   // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj

@@ -72,14 +72,20 @@ GemmDims check_gemm_vector(const char* op, const Tensor& a, bool ta, const Tenso
 }  // namespace
 
 GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,
-                         const Tensor& c) {
-  return check_gemm_vector("gemm_bias", a, ta, b, tb, c, bias, "bias", [](const GemmDims& d) { return d.N; });
+                         const Tensor& c, const char* op) {
+  return check_gemm_vector(op, a, ta, b, tb, c, bias, "bias", [](const GemmDims& d) { return d.N; });
 }
 
 GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
                            const Tensor& sums) {
   return check_gemm_vector("gemm_rowsum", a, ta, b, tb, c, sums, "sums",
                            [](const GemmDims& d) { return d.M; });
+}
+
+GemmDims check_gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                           const Tensor& sums) {
+  return check_gemm_vector("gemm_colsum", a, ta, b, tb, c, sums, "sums",
+                           [](const GemmDims& d) { return d.N; });
 }
 
 void check_rope(const Tensor& x, double base, const Tensor& y, int64_t offset) {

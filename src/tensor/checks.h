@@ -45,9 +45,12 @@ GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
 
 // gemm_bias: check_gemm with one batch item, and bias (N) contiguous of c's dtype.
 GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,
-                         const Tensor& c);
+                         const Tensor& c, const char* op = "gemm_bias");
 // gemm_rowsum: check_gemm with one batch item, and sums (M) contiguous of c's dtype.
 GemmDims check_gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                           const Tensor& sums);
+// gemm_colsum: check_gemm with one batch item, and sums (N) contiguous of c's dtype.
+GemmDims check_gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
                            const Tensor& sums);
 
 // rope: x, y (B,NH,T,HS) of one dtype, HS even, both contiguous; base > 0; offset in [0, 2^40).

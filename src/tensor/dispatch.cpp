@@ -45,11 +45,24 @@ void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor&
   SAOBP_ON_DEVICE(c, gemm_bias, a, ta, b, tb, bias, c);
 }
 
+void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  require_same_device("gemm_then_bias", c, {&a, &b, &bias});
+  check_gemm_bias(a, ta, b, tb, bias, c, "gemm_then_bias");
+  SAOBP_ON_DEVICE(c, gemm_then_bias, a, ta, b, tb, bias, c);
+}
+
 void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
                  bool accumulate) {
   require_same_device("gemm_rowsum", c, {&a, &b, &sums});
   check_gemm_rowsum(a, ta, b, tb, c, sums);
   SAOBP_ON_DEVICE(c, gemm_rowsum, a, ta, b, tb, c, beta, sums, accumulate);
+}
+
+void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                 bool accumulate) {
+  require_same_device("gemm_colsum", c, {&a, &b, &sums});
+  check_gemm_colsum(a, ta, b, tb, c, sums);
+  SAOBP_ON_DEVICE(c, gemm_colsum, a, ta, b, tb, c, beta, sums, accumulate);
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {

@@ -58,6 +58,22 @@ TEST_CASE("thread-count determinism: large GEMMs forward and backward", "[determ
       return fwd_bwd([](const auto& v) { return linear(v[0], v[1], v[2]); }, {x, w, bias});
     });
   }
+  SECTION("conv1d (GPT-2's layers) has the bits of add(matmul(x, w), b), at depths past one block") {
+    // One depth block (K <= 256) rounds the bias in the same place either way; 600 and 1024 do not
+    // unless the bias is added after the whole product, as conv1d does.
+    for (const int64_t IN : {96, 600, 1024}) {
+      INFO("IN " << IN);
+      const Tensor x = randn({3, 70, IN}, 10, dt), w = randn({IN, 130}, 11, dt), bias = randn({130}, 12, dt);
+      const Outputs fused = fwd_bwd([](const auto& v) { return conv1d(v[0], v[1], v[2]); }, {x, w, bias});
+      const Outputs composite =
+          fwd_bwd([](const auto& v) { return add(matmul(v[0], v[1]), v[2]); }, {x, w, bias});
+      REQUIRE(fused.size() == composite.size());
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(bitwise_equal(fused[i], composite[i]));
+      require_same_bits([&] {
+        return fwd_bwd([](const auto& v) { return conv1d(v[0], v[1], v[2]); }, {x, w, bias});
+      });
+    }
+  }
   SECTION("batched, with a transposed operand") {
     const Tensor q = randn({4, 4, 128, 32}, 6, dt), k = randn({4, 4, 128, 32}, 7, dt);
     require_same_bits([&] {

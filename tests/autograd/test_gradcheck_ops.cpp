@@ -86,6 +86,25 @@ TEST_CASE("gradcheck linear", "[gradcheck]") {
   CHECK_ERROR(linear(x, w, Var(Tensor::zeros({4}, DType::f64))), Contains("[linear]") && Contains("bias"));
 }
 
+TEST_CASE("gradcheck conv1d", "[gradcheck]") {
+  SECTION("with bias") {
+    require_gradcheck([](const VV& v) { return conv1d(v[0], v[1], v[2]); },
+                      {randn({2, 3, 4}, 131), randn({4, 5}, 132), randn({5}, 133)});
+  }
+  SECTION("without bias") {
+    require_gradcheck([](const VV& v) { return conv1d(v[0], v[1]); },
+                      {randn({3, 4}, 134), randn({4, 5}, 135)});
+  }
+  SECTION("only the bias learns") {
+    const Var x(randn({3, 4}, 136)), w(randn({4, 2}, 137));
+    require_gradcheck([&](const VV& v) { return conv1d(x, w, v[0]); }, {randn({2}, 138)});
+  }
+  const Var x(Tensor::zeros({2, 4}, DType::f64)), w(Tensor::zeros({4, 5}, DType::f64));
+  CHECK_ERROR(conv1d(x, Var(Tensor::zeros({3, 5}, DType::f64))),
+              Contains("[conv1d]") && Contains("(IN, OUT)"));
+  CHECK_ERROR(conv1d(x, w, Var(Tensor::zeros({4}, DType::f64))), Contains("[conv1d]") && Contains("bias"));
+}
+
 // ------------------------------------------------------------------------------ elementwise
 
 TEST_CASE("gradcheck add/sub/mul/div with broadcasting", "[gradcheck]") {

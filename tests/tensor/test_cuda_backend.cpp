@@ -239,11 +239,58 @@ TEST_CASE("cuda gemm: transposes, batch broadcasting, alpha/beta", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda gemm_bias and gemm_rowsum match the CPU's", "[cuda]") {
+TEST_CASE("cuda gemm_bias, gemm_then_bias, gemm_rowsum and gemm_colsum match the CPU's", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");
     return;
   }
+  // The cuBLASLt epilogue path (f32: shapes of a layer, odd and multiple-of-4 leading dims, 16-byte
+  // aligned vectors) and the definitions' path (f64; a bias or sums at an offset of one float).
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (DType dt : kFloating)
+    for (const Case& k : {Case{256, 128, 384}, Case{37, 600, 29}, Case{4096 / 8, 1024, 256}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool offset : {false, true})
+            for (bool accumulate : {false, true}) {
+              INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << ta << " tb "
+                                  << tb << " offset " << offset << " accumulate " << accumulate);
+              const Tensor a = randn(ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, dt, 141),
+                           b = randn(tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, dt, 142);
+              // An offset of one element: contiguous, but 4 (8) bytes past an aligned start.
+              const auto vec_g = [&](const Tensor& v) {
+                if (!offset) return gpu(v);
+                Tensor big = Tensor::empty({v.numel() + 1}, v.dtype(), kGpu);
+                Tensor tail = big.slice(0, 1, v.numel() + 1);
+                kern::copy(gpu(v), tail, false);
+                return tail;
+              };
+              const Tensor bias = randn({k.N}, dt, 143);
+              Tensor c_c = Tensor::empty({k.M, k.N}, dt), c_g = Tensor::empty({k.M, k.N}, dt, kGpu);
+              kern::gemm_then_bias(a, ta, b, tb, bias, c_c);
+              kern::gemm_then_bias(gpu(a), ta, gpu(b), tb, vec_g(bias), c_g);
+              CHECK_CLOSE(c_c, c_g, dt);
+              Tensor c0 = randn({k.M, k.N}, dt, 144), c2_c = c0.clone(), c2_g = gpu(c0);
+              Tensor s_c = randn({k.N}, dt, 145), s_g = vec_g(s_c);
+              kern::gemm_colsum(a, ta, b, tb, c2_c, accumulate ? 1.0 : 0.0, s_c, accumulate);
+              kern::gemm_colsum(gpu(a), ta, gpu(b), tb, c2_g, accumulate ? 1.0 : 0.0, s_g, accumulate);
+              CHECK_CLOSE(c2_c, c2_g, dt);
+              CHECK_CLOSE(s_c, s_g, dt);
+              Tensor c3_c = c0.clone(), c3_g = gpu(c0), r_c = randn({k.M}, dt, 146), r_g = vec_g(r_c);
+              kern::gemm_rowsum(a, ta, b, tb, c3_c, accumulate ? 1.0 : 0.0, r_c, accumulate);
+              kern::gemm_rowsum(gpu(a), ta, gpu(b), tb, c3_g, accumulate ? 1.0 : 0.0, r_g, accumulate);
+              CHECK_CLOSE(c3_c, c3_g, dt);
+              CHECK_CLOSE(r_c, r_g, dt);
+              // Twice on the GPU: the same bits.
+              Tensor c4_g = gpu(c0), r2_g = vec_g(r_c.clone());
+              kern::gemm_rowsum(gpu(a), ta, gpu(b), tb, c4_g, accumulate ? 1.0 : 0.0, r2_g, accumulate);
+              Tensor c5_g = gpu(c0), r3_g = vec_g(r_c.clone());
+              kern::gemm_rowsum(gpu(a), ta, gpu(b), tb, c5_g, accumulate ? 1.0 : 0.0, r3_g, accumulate);
+              CHECK(bitwise_equal(c4_g, c5_g));
+              CHECK(bitwise_equal(r2_g, r3_g));
+            }
   for (DType dt : kFloating)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -547,19 +594,28 @@ TEST_CASE("cuda embedding forward and backward", "[cuda]") {
     WARN("no GPU: skipped");
     return;
   }
-  const int64_t V = 50, C = 70, N = 300;
-  const Tensor ids = random_ids(N, static_cast<int32_t>(V), 25);  // many repeats
-  for (DType dt : kFloating) {
-    const Tensor weight = randn({V, C}, dt, 26), gout = randn({N, C}, dt, 27);
-    Tensor out_c = Tensor::empty({N, C}, dt), out_g = Tensor::empty({N, C}, dt, kGpu);
-    kern::embedding_forward(weight, ids, out_c);
-    kern::embedding_forward(gpu(weight), gpu(ids), out_g);
-    CHECK(bitwise_equal(out_c, out_g));
-    Tensor gw_c = randn({V, C}, dt, 28), gw_g = gpu(gw_c);
-    kern::embedding_backward(ids, gout, gw_c);
-    kern::embedding_backward(gpu(ids), gpu(gout), gw_g);
-    CHECK(bitwise_equal(gw_c, gw_g));  // the same additions in the same order (n ascending)
+  // Many repeats; one id throughout (a token-type table: a run as long as the batch); a
+  // vocabulary larger than the batch (most rows untouched).
+  struct Case {
+    int64_t V, C, N;
+  };
+  for (const Case& k : {Case{50, 70, 300}, Case{2, 33, 4096}, Case{30522, 64, 4096}}) {
+    const Tensor ids =
+        k.V == 2 ? Tensor::zeros({k.N}, DType::i32) : random_ids(k.N, static_cast<int32_t>(k.V), 25);
+    for (DType dt : kFloating) {
+      INFO("V " << k.V << " C " << k.C << " N " << k.N << " " << dtype_name(dt));
+      const Tensor weight = randn({k.V, k.C}, dt, 26), gout = randn({k.N, k.C}, dt, 27);
+      Tensor out_c = Tensor::empty({k.N, k.C}, dt), out_g = Tensor::empty({k.N, k.C}, dt, kGpu);
+      kern::embedding_forward(weight, ids, out_c);
+      kern::embedding_forward(gpu(weight), gpu(ids), out_g);
+      CHECK(bitwise_equal(out_c, out_g));
+      Tensor gw_c = randn({k.V, k.C}, dt, 28), gw_g = gpu(gw_c);
+      kern::embedding_backward(ids, gout, gw_c);
+      kern::embedding_backward(gpu(ids), gpu(gout), gw_g);
+      CHECK(bitwise_equal(gw_c, gw_g));  // the same additions in the same order (n ascending)
+    }
   }
+  const int64_t V = 50, C = 70;
   Tensor bad = Tensor::from_vector(std::vector<int32_t>{3, 7, 50, 1}, {4}, kGpu);
   Tensor out = Tensor::empty({4, C}, DType::f32, kGpu);
   const Tensor weight = gpu(randn({V, C}, DType::f32, 29));
@@ -574,7 +630,8 @@ TEST_CASE("cuda embedding forward and backward", "[cuda]") {
   kern::embedding_backward(negative, out, gw);
   REQUIRE_THROWS_WITH(saobp::cuda::synchronize(0), Catch::Contains("id -1 at position 0"));
   // Good ids raise nothing, however many checks wait.
-  for (int i = 0; i < 5000; ++i) kern::embedding_forward(weight, gpu(ids.slice(0, 0, 4)), out);
+  for (int i = 0; i < 5000; ++i)
+    kern::embedding_forward(weight, gpu(random_ids(4, static_cast<int32_t>(V), 25)), out);
   CHECK_NOTHROW(out.to_vector<float>());
 }
 

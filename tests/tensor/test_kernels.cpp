@@ -308,6 +308,47 @@ TEST_CASE("gemm_rowsum: gemm, and the row sums of op(a) bit for bit as reduce_su
   CHECK_ERROR(kern::gemm_rowsum(a, false, b, false, c, 0.0, s3d, false), Contains("[gemm_rowsum]"));
 }
 
+TEST_CASE("gemm_then_bias and gemm_colsum: the bits of their definitions", "[kernels]") {
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& k : {Case{300, 1300, 70, true, false}, Case{41, 600, 37, false, true},
+                          Case{29, 100, 513, true, true}, Case{7, 0, 5, false, false}})
+      for (bool accumulate : {false, true}) {
+        INFO(dtype_name(dt) << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta << " tb "
+                            << k.tb << " accumulate " << accumulate);
+        const Tensor a = randn(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, 61, dt);
+        const Tensor b = randn(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, 62, dt);
+        const Tensor bias = randn({k.N}, 63, dt), c0 = randn({k.M, k.N}, 64, dt), s0 = randn({k.N}, 65, dt);
+        // gemm_then_bias: the product, then + bias in every row (binary add's addition).
+        Tensor prod = Tensor::empty({k.M, k.N}, dt), ref = Tensor::empty({k.M, k.N}, dt);
+        kern::gemm(a, k.ta, b, k.tb, prod, 1.0, 0.0);
+        kern::binary(BinaryOp::add, prod, bias.view({1, k.N}), ref);
+        // gemm_colsum: gemm with beta, and reduce_sum_to over op(b)'s rows.
+        Tensor ref_c = c0.clone(), ref_s = s0.clone();
+        kern::gemm(a, k.ta, b, k.tb, ref_c, 1.0, 0.5);
+        Tensor rs = k.tb ? ref_s.view({k.N, 1}) : ref_s.view({1, k.N});
+        kern::reduce_sum_to(b, rs, 1.0, accumulate);
+        for (int threads : {1, 2}) {
+          Tensor c = Tensor::empty({k.M, k.N}, dt);
+          with_threads(threads, [&] { kern::gemm_then_bias(a, k.ta, b, k.tb, bias, c); });
+          CHECK(bitwise_equal(c, ref));
+          Tensor c2 = c0.clone(), s = accumulate ? s0.clone() : Tensor::full({k.N}, std::nan(""), dt);
+          with_threads(threads, [&] { kern::gemm_colsum(a, k.ta, b, k.tb, c2, 0.5, s, accumulate); });
+          CHECK(bitwise_equal(c2, ref_c));
+          CHECK(bitwise_equal(s, ref_s));
+        }
+      }
+  const Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({4, 5});
+  Tensor c = Tensor::zeros({3, 5}), s3 = Tensor::zeros({3});
+  CHECK_ERROR(kern::gemm_colsum(a, false, b, false, c, 0.0, s3, false),
+              Contains("[gemm_colsum]") && Contains("sums"));
+  CHECK_ERROR(kern::gemm_then_bias(a, false, b, false, Tensor::zeros({4}), c),
+              Contains("[gemm_then_bias]") && Contains("bias"));
+}
+
 TEST_CASE("gemm with K = 0 scales c by beta", "[kernels]") {
   Tensor a = Tensor::zeros({3, 0}, DType::f64), b = Tensor::zeros({0, 2}, DType::f64);
   Tensor c = Tensor::full({3, 2}, 4.0, DType::f64);

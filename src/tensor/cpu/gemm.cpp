@@ -155,6 +155,24 @@ void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
   reduce_sum_to(ta ? a.view({g.K, g.M}) : a.view({g.M, g.K}), s, 1.0, accumulate);
 }
 
+// The definition: gemm, then the bias added to every row (copy with accumulate: c + bias, the
+// addition of binary add).
+void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  gemm(a, ta, b, tb, c, 1.0, 0.0);
+  Tensor c2 = c.view({g.M, g.N});
+  copy(bias.view({1, g.N}).expand({g.M, g.N}), c2, true);
+}
+
+// The definition: gemm, then reduce_sum_to over op(b)'s rows.
+void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                 bool accumulate) {
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  gemm(a, ta, b, tb, c, 1.0, beta);
+  Tensor s = tb ? sums.view({g.N, 1}) : sums.view({1, g.N});
+  reduce_sum_to(tb ? b.view({g.N, g.K}) : b.view({g.K, g.N}), s, 1.0, accumulate);
+}
+
 // f32: the bias is sgemm's c0, read by the first depth block's update instead of a copy of it
 // in every row of c (a write and a read of c saved: 75 MB each for BERT's MLM decoder). f64:
 // the fill, then c += op(a) op(b); the same operations, so both dtypes match that definition.

@@ -34,23 +34,29 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 
 // Element offsets of linear index i for each operand of ix (innermost dim first; the outermost
 // digit needs no division). Unrolled over kMaxDims so the strides stay in parameter space.
-template <int N>
-__device__ __forceinline__ void offsets(const Indexer<N>& ix, int64_t i, int64_t (&off)[N]) {
+// I: int64_t, or uint32_t where fits_u32(ix, n) (launch.h): a 32-bit division is a few
+// instructions, a 64-bit one a long emulated sequence, and strided copies are bound by them.
+template <class I, int N>
+__device__ __forceinline__ void offsets_as(const Indexer<N>& ix, I i, I (&off)[N]) {
 #pragma unroll
   for (int k = 0; k < N; ++k) off[k] = 0;
 #pragma unroll
   for (int d = kMaxDims - 1; d > 0; --d) {
     if (d < ix.dims) {
-      const int64_t q = i / ix.size[d], digit = i - q * ix.size[d];
+      const I size = static_cast<I>(ix.size[d]), q = i / size, digit = i - q * size;
 #pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += digit * ix.stride[k][d];
+      for (int k = 0; k < N; ++k) off[k] += digit * static_cast<I>(ix.stride[k][d]);
       i = q;
     }
   }
   if (ix.dims > 0) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] += i * ix.stride[k][0];
+    for (int k = 0; k < N; ++k) off[k] += i * static_cast<I>(ix.stride[k][0]);
   }
+}
+template <int N>
+__device__ __forceinline__ void offsets(const Indexer<N>& ix, int64_t i, int64_t (&off)[N]) {
+  offsets_as<int64_t, N>(ix, i, off);
 }
 __device__ __forceinline__ int64_t offset(const Indexer<1>& ix, int64_t i) {
   int64_t off[1];

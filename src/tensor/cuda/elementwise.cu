@@ -7,18 +7,22 @@ namespace saobp::cuda {
 
 namespace {
 
-// out: strided (ix)
-template <class T>
+// out: strided (ix). I: the index type (device.cuh offsets_as).
+template <class T, class I>
 __global__ void fill_kernel(T* out, Indexer<1> ix, int64_t n, T value) {
-  for (int64_t i = thread_id(); i < n; i += thread_count()) out[offset(ix, i)] = value;
+  for (int64_t i = thread_id(); i < n; i += thread_count()) {
+    I off[1];
+    offsets_as<I, 1>(ix, static_cast<I>(i), off);
+    out[off[0]] = value;
+  }
 }
 
 // dst, src: strided (ix: dst, src)
-template <class T>
+template <class T, class I>
 __global__ void copy_kernel(const T* src, T* dst, Indexer<2> ix, int64_t n, bool accumulate) {
   for (int64_t i = thread_id(); i < n; i += thread_count()) {
-    int64_t off[2];
-    offsets(ix, i, off);
+    I off[2];
+    offsets_as<I, 2>(ix, static_cast<I>(i), off);
     dst[off[0]] = accumulate ? static_cast<T>(dst[off[0]] + src[off[1]]) : src[off[1]];
   }
 }
@@ -37,11 +41,11 @@ __global__ void axpby_kernel(const T* x, T alpha, T* y, T beta, bool ignore_y, i
 }
 
 // out, a, b: strided (ix: out, a, b)
-template <class T, Arith OP>
+template <class T, Arith OP, class I>
 __global__ void binary_kernel(const T* a, const T* b, T* out, Indexer<3> ix, int64_t n) {
   for (int64_t i = thread_id(); i < n; i += thread_count()) {
-    int64_t off[3];
-    offsets(ix, i, off);
+    I off[3];
+    offsets_as<I, 3>(ix, static_cast<I>(i), off);
     out[off[0]] = formula::arith<T, OP>(a[off[1]], b[off[2]]);
   }
 }
@@ -81,13 +85,19 @@ __global__ void unary_backward_kernel(const T* x, const T* y, const T* gy, T* gx
 
 template <class T>
 cudaError_t launch_fill(T* out, const Indexer<1>& ix, int64_t n, T value) {
-  fill_kernel<<<grid_for(n), kBlock>>>(out, ix, n, value);
+  if (fits_u32(ix, n))
+    fill_kernel<T, uint32_t><<<grid_for(n), kBlock>>>(out, ix, n, value);
+  else
+    fill_kernel<T, int64_t><<<grid_for(n), kBlock>>>(out, ix, n, value);
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch_copy(const T* src, T* dst, const Indexer<2>& ix, int64_t n, bool accumulate) {
-  copy_kernel<<<grid_for(n), kBlock>>>(src, dst, ix, n, accumulate);
+  if (fits_u32(ix, n))
+    copy_kernel<T, uint32_t><<<grid_for(n), kBlock>>>(src, dst, ix, n, accumulate);
+  else
+    copy_kernel<T, int64_t><<<grid_for(n), kBlock>>>(src, dst, ix, n, accumulate);
   return cudaGetLastError();
 }
 
@@ -103,22 +113,32 @@ cudaError_t launch_axpby(const T* x, T alpha, T* y, T beta, bool ignore_y, int64
   return cudaGetLastError();
 }
 
-template <class T>
-cudaError_t launch_binary(Arith op, const T* a, const T* b, T* out, const Indexer<3>& ix, int64_t n) {
+namespace {
+template <class T, class I>
+void binary_as(Arith op, const T* a, const T* b, T* out, const Indexer<3>& ix, int64_t n) {
   switch (op) {
     case Arith::add:
-      binary_kernel<T, Arith::add><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      binary_kernel<T, Arith::add, I><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
       break;
     case Arith::sub:
-      binary_kernel<T, Arith::sub><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      binary_kernel<T, Arith::sub, I><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
       break;
     case Arith::mul:
-      binary_kernel<T, Arith::mul><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      binary_kernel<T, Arith::mul, I><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
       break;
     case Arith::div:
-      binary_kernel<T, Arith::div><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
+      binary_kernel<T, Arith::div, I><<<grid_for(n), kBlock>>>(a, b, out, ix, n);
       break;
   }
+}
+}  // namespace
+
+template <class T>
+cudaError_t launch_binary(Arith op, const T* a, const T* b, T* out, const Indexer<3>& ix, int64_t n) {
+  if (fits_u32(ix, n))
+    binary_as<T, uint32_t>(op, a, b, out, ix, n);
+  else
+    binary_as<T, int64_t>(op, a, b, out, ix, n);
   return cudaGetLastError();
 }
 

@@ -102,14 +102,18 @@ void embedding_forward(const Tensor& weight, const Tensor& ids, Tensor& out) {
   });
 }
 
-// gweight[ids[n]] += gout[n]; deterministic (one writer per element, n in order).
+// gweight[ids[n]] += gout[n]; deterministic (one writer per element, n in order: embedding.cu).
 void embedding_backward(const Tensor& ids, const Tensor& gout, Tensor& gweight) {
   use_device_of(gweight, "embedding_backward");
   const int64_t V = gweight.size(0), C = gweight.size(1), N = ids.numel();
   if (gout.numel() == 0) return;
+  if (N > INT32_MAX) fail("embedding_backward", "{} ids exceed the sort's int32 positions", N);
+  const size_t bytes = embedding_backward_scratch_bytes(N, V);
+  const Tensor scratch = Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::f64, gweight.device());
   dispatch_float(gweight.dtype(), "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
-    check(launch_embedding_backward<T>(ids.data<int32_t>(), gout.data<T>(), gweight.data<T>(), N, C, V),
+    check(launch_embedding_backward<T>(ids.data<int32_t>(), gout.data<T>(), gweight.data<T>(), N, C, V,
+                                       scratch.data<double>(), bytes),
           "embedding_backward");
   });
 }

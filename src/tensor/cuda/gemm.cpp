@@ -9,8 +9,11 @@
 // Reproducibility: one handle per device, in CUBLAS_PEDANTIC_MATH (no TF32 or other reduced-
 // precision paths, whatever NVIDIA_TF32_OVERRIDE says) with atomics disallowed, on the default
 // stream. cuBLAS then gives bitwise identical results run to run on one GPU model and version.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -88,30 +91,209 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
 
 }  // namespace
 
+// ---- cuBLASLt epilogues ------------------------------------------------------------------------
+// A linear layer's bias (forward) and bias gradient (backward) ride on the GEMM as cuBLASLt
+// epilogues, where the product's tile is still in registers: no copy of the bias into every row
+// of c before the product, no second pass over the output gradient for its column sums.
+// In cuBLASLt's column-major terms (see the top of the file) the product is D (N,M) = A (N,K) ·
+// B (K,M) with A the b side and B the a side, so
+//   CUBLASLT_EPILOGUE_BIAS:   D += bias over D's rows (N): our bias per column of c;
+//   CUBLASLT_EPILOGUE_BGRADB: bias (M) = Σ_k B: the row sums of op(a) (gemm_rowsum);
+//   CUBLASLT_EPILOGUE_BGRADA: bias (N) = Σ_k A: the column sums of op(b) (gemm_colsum).
+// Reproducibility as the plain GEMM's: one algorithm per shape, chosen once by the heuristic and
+// kept, pedantic f32 compute, the default stream; the workspace is a fixed 32 MiB per device.
+// Products the epilogue path does not take (f64, a bias or sums not 16-byte aligned, no
+// algorithm offered, or SAOBP_CUBLASLT=0) run the definitions: gemm and a separate copy or
+// reduce_sum_to.
+namespace {
+
+enum class Epilogue { bias, bgrad_a_side, bgrad_b_side };
+
+void check_lt(cublasStatus_t s, const char* op) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(op, "cuBLASLt error: {}", cublasGetStatusString(s));
+}
+
+constexpr size_t kLtWorkspace = size_t{32} << 20;
+
+// SAOBP_CUBLASLT=0: no cuBLASLt, the definitions instead (for measuring what the epilogues save).
+// Plain products stay with cublasSgemm: cuBLASLt's heuristic gave the same step times for them
+// (docs/performance.md).
+bool lt_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SAOBP_CUBLASLT");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+
+// Alignment of a pointer, up to 16 bytes (what the heuristic must know of it).
+uint32_t alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 16;
+  while (a > 4 && v % a != 0) a /= 2;
+  return a;
+}
+
+struct LtKey {
+  int device, m, n, k;
+  bool ta, tb;
+  Epilogue epi;
+  uint32_t align_a, align_b, align_c;
+  auto operator<=>(const LtKey&) const = default;
+};
+
+// The descriptors and algorithm of one shape (never destroyed, as the handles).
+struct LtPlan {
+  bool ok = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct LtDevice {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+std::mutex lt_mutex;
+
+// Caller holds lt_mutex; device `index` is current.
+LtDevice& lt_device(int index) {
+  static auto* devices = new std::map<int, LtDevice>;
+  LtDevice& d = (*devices)[index];
+  if (!d.handle) {
+    check_lt(cublasLtCreate(&d.handle), "gemm");
+    check(cudaMalloc(&d.workspace, kLtWorkspace), "gemm");
+  }
+  return d;
+}
+
+// Caller holds lt_mutex.
+const LtPlan& lt_plan(const LtKey& key, LtDevice& dev) {
+  static auto* plans = new std::map<LtKey, LtPlan>;
+  if (auto it = plans->find(key); it != plans->end()) return it->second;
+  LtPlan p;
+  const cublasOperation_t opa = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "gemm");
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "gemm");
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "gemm");
+  const cublasLtEpilogue_t epi = key.epi == Epilogue::bias           ? CUBLASLT_EPILOGUE_BIAS
+                                 : key.epi == Epilogue::bgrad_a_side ? CUBLASLT_EPILOGUE_BGRADB
+                                                                     : CUBLASLT_EPILOGUE_BGRADA;
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "gemm");
+  // Stored shapes (rows, cols, ld), column-major: A is op(b)ᵀ's storage, B op(a)ᵀ's.
+  const uint64_t m = key.m, n = key.n, k = key.k;
+  check_lt(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, key.tb ? k : m, key.tb ? m : k, key.tb ? k : m),
+           "gemm");
+  check_lt(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, key.ta ? n : k, key.ta ? k : n, key.ta ? n : k),
+           "gemm");
+  check_lt(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m), "gemm");
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "gemm");
+  const uint64_t ws = kLtWorkspace;
+  check_lt(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+      "gemm");
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c}};
+  for (const auto& [attr, v] : aligns)
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v), "gemm");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(dev.handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p.ok) p.algo = result.algo;
+  return plans->emplace(key, p).first->second;
+}
+
+// c = op(a) op(b) + beta c with the epilogue, vec its bias (read) or bias gradient (written).
+// False when this product does not take the epilogue path (then nothing ran).
+bool gemm_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta,
+             Epilogue epi, float* vec) {
+  if (!lt_enabled() || c.dtype() != DType::f32 || alignment(vec) < 16) return false;
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  if (g.M == 0 || g.N == 0 || g.K == 0 || std::max({g.M, g.N, g.K}) > INT_MAX) return false;
+  const int device = c.device().index;
+  const LtKey key{
+      device, static_cast<int>(g.N),      static_cast<int>(g.M),      static_cast<int>(g.K),     ta, tb,
+      epi,    alignment(a.data<float>()), alignment(b.data<float>()), alignment(c.data<float>())};
+  std::lock_guard<std::mutex> lock(lt_mutex);
+  LtDevice& dev = lt_device(device);
+  const LtPlan& p = lt_plan(key, dev);
+  if (!p.ok) return false;
+  check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof vec),
+           "gemm");
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  check_lt(cublasLtMatmul(dev.handle, p.desc, &al, b.data<float>(), p.a, a.data<float>(), p.b, &be,
+                          c.data<float>(), p.c, c.data<float>(), p.c, &p.algo, dev.workspace, kLtWorkspace,
+                          nullptr),
+           "gemm");
+  return true;
+}
+
+// The bias gradient through the epilogue, which writes it: into sums, or a scratch vector then
+// added to sums when accumulating.
+bool gemm_sums_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                  bool accumulate, Epilogue epi) {
+  if (c.dtype() != DType::f32) return false;
+  Tensor out = accumulate ? Tensor::empty(sums.shape(), sums.dtype(), sums.device()) : sums;
+  if (!gemm_lt(a, ta, b, tb, c, 1.0, beta, epi, out.data<float>())) return false;
+  if (accumulate) copy(out, sums, true);
+  return true;
+}
+
+}  // namespace
+
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   use_device_of(c, "gemm");
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 
-// gemm, then reduce_sum_to over op(a)'s columns (the definition; the CPU gathers the sums
-// while packing).
+// gemm, then reduce_sum_to over op(a)'s columns (the definition; the CPU gathers the sums while
+// packing), or one cuBLASLt call with the bias-gradient epilogue.
 void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
                  bool accumulate) {
   use_device_of(c, "gemm_rowsum");
+  if (gemm_sums_lt(a, ta, b, tb, c, beta, sums, accumulate, Epilogue::bgrad_a_side)) return;
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   gemm(a, ta, b, tb, c, 1.0, beta);
   Tensor s = ta ? sums.view({1, g.M}) : sums.view({g.M, 1});
   reduce_sum_to(ta ? a.view({g.K, g.M}) : a.view({g.M, g.K}), s, 1.0, accumulate);
 }
 
-// The bias copied into every row of c, then cuBLAS with beta = 1 (cublasSgemm has no bias
-// epilogue; on the GPU the copy is a small part of the product).
+// gemm, then reduce_sum_to over op(b)'s rows, or one cuBLASLt call with the bias-gradient
+// epilogue.
+void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
+                 bool accumulate) {
+  use_device_of(c, "gemm_colsum");
+  if (gemm_sums_lt(a, ta, b, tb, c, beta, sums, accumulate, Epilogue::bgrad_b_side)) return;
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  gemm(a, ta, b, tb, c, 1.0, beta);
+  Tensor s = tb ? sums.view({g.N, 1}) : sums.view({1, g.N});
+  reduce_sum_to(tb ? b.view({g.N, g.K}) : b.view({g.K, g.N}), s, 1.0, accumulate);
+}
+
+// One cuBLASLt call with the bias epilogue, or the bias copied into every row of c and cuBLAS
+// with beta = 1.
 void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
   use_device_of(c, "gemm_bias");
+  if (c.dtype() == DType::f32 && gemm_lt(a, ta, b, tb, c, 1.0, 0.0, Epilogue::bias, bias.data<float>()))
+    return;
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   Tensor c2 = c.view({g.M, g.N});
   copy(bias.view({1, g.N}).expand({g.M, g.N}), c2, false);
   gemm(a, ta, b, tb, c, 1.0, 1.0);
+}
+
+// The bias is added after the product on the GPU either way (the epilogue adds it to the
+// finished sum), so gemm_then_bias is gemm_bias here.
+void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  gemm_bias(a, ta, b, tb, bias, c);
 }
 
 }  // namespace saobp::cuda

@@ -27,6 +27,23 @@ struct Indexer {
   int64_t stride[N][kMaxDims] = {};
 };
 
+// Whether n elements of ix index in 32 bits: n and every operand's largest offset below 2^32,
+// no negative stride (the kernels then divide in uint32_t: device.cuh offsets_as).
+template <int N>
+inline bool fits_u32(const Indexer<N>& ix, int64_t n) {
+  constexpr int64_t kMax = int64_t{1} << 32;
+  if (n >= kMax) return false;
+  for (int k = 0; k < N; ++k) {
+    int64_t most = 0;
+    for (int d = 0; d < ix.dims; ++d) {
+      if (ix.stride[k][d] < 0) return false;
+      most += (ix.size[d] - 1) * ix.stride[k][d];
+      if (most >= kMax) return false;
+    }
+  }
+  return true;
+}
+
 // Deterministic column sums without atomics: `rows` are cut into `count` chunks of `per` rows,
 // a function of the shape only. Pass 1 writes one partial sum (in double) per (chunk, column);
 // pass 2 (launch_finish_chunks) adds a column's partials in chunk order.
@@ -141,10 +158,12 @@ cudaError_t launch_flag_bad_indices(const int32_t* idx, int64_t n, int64_t limit
 template <class T>
 cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C,
                                      int64_t V);
-// ids: (N) in [0,V) (others add nothing)  gout: (N,C)  gweight: (V,C) accumulated.
+// ids: (N) in [0,V) (others add nothing), N < 2^31  gout: (N,C)  gweight: (V,C) accumulated.
+// scratch: device memory of embedding_backward_scratch_bytes(N, V) bytes, 256-byte aligned.
+size_t embedding_backward_scratch_bytes(int64_t N, int64_t V);
 template <class T>
 cudaError_t launch_embedding_backward(const int32_t* ids, const T* gout, T* gweight, int64_t N, int64_t C,
-                                      int64_t V);
+                                      int64_t V, void* scratch, size_t scratch_bytes);
 
 // ---- loss.cu (T: float, double) ----
 // logits: (N,V)  targets: (N) in [0,V) or ignore  losses, lse: (N)

@@ -32,12 +32,14 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
 
 // logits, glogits: (N,V)  targets, lse, gloss: (N). glogits += gloss (softmax - onehot), in the
 // CPU's two steps; ignored rows get nothing.
-template <class T>
+// I: the index type, uint32_t where N V < 2^32 (a 32-bit division per element instead of a 64-bit
+// one, which bounds this kernel otherwise).
+template <class T, class I>
 __global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets, const T* lse,
                                               const T* gloss, int64_t ignore, T* glogits, int64_t N,
                                               int64_t V, bool accumulate) {
   for (int64_t i = thread_id(); i < N * V; i += thread_count()) {
-    const int64_t n = i / V;
+    const int64_t n = static_cast<I>(i) / static_cast<I>(V);
     const int32_t t = targets[n];
     if (t == ignore) {
       if (!accumulate) glogits[i] = T(0);
@@ -63,8 +65,12 @@ template <class T>
 cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
                                           const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V,
                                           bool accumulate) {
-  cross_entropy_backward_kernel<<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N,
-                                                             V, accumulate);
+  if (N * V < (int64_t{1} << 32))
+    cross_entropy_backward_kernel<T, uint32_t>
+        <<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N, V, accumulate);
+  else
+    cross_entropy_backward_kernel<T, int64_t>
+        <<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N, V, accumulate);
   return cudaGetLastError();
 }
 
