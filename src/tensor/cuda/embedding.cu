@@ -77,6 +77,10 @@ __global__ void embedding_backward_runs_kernel(const int32_t* keys, const int32_
   }
 }
 
+// Scratch: keys and positions before and after the sort (4 N int32), then CUB's temporary storage
+// from the next multiple of 256 bytes.
+size_t sort_area_bytes(int64_t N) { return (4 * sizeof(int32_t) * static_cast<size_t>(N) + 255) / 256 * 256; }
+
 }  // namespace
 
 cudaError_t launch_flag_bad_indices(const int32_t* idx, int64_t n, int64_t limit, int64_t ignore,
@@ -91,10 +95,6 @@ cudaError_t launch_embedding_forward(const T* weight, const int32_t* ids, T* out
   embedding_forward_kernel<<<grid_for(N * C), kBlock>>>(weight, ids, out, N, C, V);
   return cudaGetLastError();
 }
-
-// Scratch: keys and positions before and after the sort (4 N int32), then CUB's temporary storage
-// from the next multiple of 256 bytes.
-size_t sort_area_bytes(int64_t N) { return (4 * sizeof(int32_t) * static_cast<size_t>(N) + 255) / 256 * 256; }
 
 size_t embedding_backward_scratch_bytes(int64_t N, int64_t V) {
   size_t temp = 0;

@@ -278,8 +278,9 @@ void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
   reduce_sum_to(tb ? b.view({g.N, g.K}) : b.view({g.K, g.N}), s, 1.0, accumulate);
 }
 
-// One cuBLASLt call with the bias epilogue, or the bias copied into every row of c and cuBLAS
-// with beta = 1.
+// One cuBLASLt call with the bias epilogue (which adds the bias to the finished product), or the
+// definitions: for gemm_bias the bias copied into every row of c and cuBLAS with beta = 1, for
+// gemm_then_bias cuBLAS and then the bias added to every row.
 void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
   use_device_of(c, "gemm_bias");
   if (c.dtype() == DType::f32 && gemm_lt(a, ta, b, tb, c, 1.0, 0.0, Epilogue::bias, bias.data<float>()))
@@ -290,10 +291,14 @@ void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor&
   gemm(a, ta, b, tb, c, 1.0, 1.0);
 }
 
-// The bias is added after the product on the GPU either way (the epilogue adds it to the
-// finished sum), so gemm_then_bias is gemm_bias here.
 void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
-  gemm_bias(a, ta, b, tb, bias, c);
+  use_device_of(c, "gemm_then_bias");
+  if (c.dtype() == DType::f32 && gemm_lt(a, ta, b, tb, c, 1.0, 0.0, Epilogue::bias, bias.data<float>()))
+    return;
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  gemm(a, ta, b, tb, c, 1.0, 0.0);
+  Tensor c2 = c.view({g.M, g.N});
+  copy(bias.view({1, g.N}).expand({g.M, g.N}), c2, true);
 }
 
 }  // namespace saobp::cuda
