@@ -116,7 +116,11 @@ struct RunConfig {
 // Loads `path` ("" = no file: defaults and overrides only), applies the overrides
 // ("section.key=value", the value parsed as TOML; text that is not a TOML value, or any value of
 // a string key that is not a TOML string, is taken as the raw string), resolves and checks it.
-RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// `fit`: whether the run's memory estimate must fit the device it names (config_checks.cpp): yes for
+// anything that runs it; no for a calculation over the config (`saobp cost`).
+enum class FitCheck { yes, no };
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                      FitCheck fit = FitCheck::yes);
 
 // load_config on TOML text; `name` stands for the file in messages and "<name>" (its stem).
 RunConfig load_config_text(const std::string& text, const std::string& name,

@@ -35,11 +35,11 @@ std::string blame(const ConfigOrigins& origins, std::initializer_list<std::pair<
   return best;
 }
 
-// Refuses a run whose sizes overflow 64-bit products or whose memory estimate exceeds the memory
-// of the device it trains on (run_memory_estimate): this machine's physical memory, or the GPU's
-// of train.device = "cuda[:N]" (where no such GPU is seen, run_device refuses the run instead),
-// naming the key and the estimate in GiB.
-void check_run_size(const RunConfig& c, const ConfigOrigins& origins) {
+// Refuses a run whose sizes overflow 64-bit products or (FitCheck::yes) whose memory estimate exceeds the
+// memory of the device it trains on (run_memory_estimate): this machine's physical memory, or the GPU's of
+// train.device = "cuda[:N]" (where no such GPU is seen, run_device refuses the run instead), naming the key
+// and the estimate in GiB.
+void check_run_size(const RunConfig& c, const ConfigOrigins& origins, FitCheck fit) {
   const ModelSection& m = c.model;
   const TrainSection& t = c.train;
   const auto at = [&](const std::string& key) { return origin_of(origins, key); };
@@ -68,6 +68,7 @@ void check_run_size(const RunConfig& c, const ConfigOrigins& origins) {
   if (r.activation_bytes < 0)
     fail("config", "{}{}: the activations of one batch overflow 64 bits ({})", at(batch_key), batch_key,
          sizes);
+  if (fit == FitCheck::no) return;
   double phys = static_cast<double>(physical_memory_bytes());
   std::string where = "this machine's";
   if (t.device == "cuda" || t.device.rfind("cuda:", 0) == 0) {  // a malformed name is refused by its check
@@ -93,7 +94,7 @@ void check_run_size(const RunConfig& c, const ConfigOrigins& origins) {
 
 }  // namespace
 
-void check_config(const RunConfig& c, const ConfigOrigins& origins) {
+void check_config(const RunConfig& c, const ConfigOrigins& origins, FitCheck fit) {
   const auto at = [&](const std::string& key) { return origin_of(origins, key); };
 #define CFG_CHECK(cond, key, ...) \
   if (!(cond)) fail("config", "{}{}: {}", at(key), key, fmt::format(__VA_ARGS__))
@@ -207,7 +208,7 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins) {
   CFG_CHECK(d.valid_fraction >= 0 && d.valid_fraction < 1, "data.valid_fraction", "must be in [0, 1), got {}",
             d.valid_fraction);
 #undef CFG_CHECK
-  check_run_size(c, origins);
+  check_run_size(c, origins, fit);
 }
 
 void validate_config(const RunConfig& cfg) { check_config(cfg, {}); }

@@ -13,7 +13,8 @@ namespace saobp {
 using ConfigOrigins = std::map<std::string, std::string>;
 
 // The semantic checks; an error names the key, prefixed with where it was given (if in `origins`).
-void check_config(const RunConfig& cfg, const ConfigOrigins& origins);
+// FitCheck::no skips the memory estimate against the device (the size overflow checks stay).
+void check_config(const RunConfig& cfg, const ConfigOrigins& origins, FitCheck fit = FitCheck::yes);
 
 // Where `key` was given ("" when it was not).
 inline std::string origin_of(const ConfigOrigins& origins, const std::string& key) {

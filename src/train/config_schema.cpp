@@ -346,7 +346,8 @@ std::vector<std::string> config_keys(const std::string& section) {
 }
 
 namespace {
-RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides);
+RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides,
+                  FitCheck fit = FitCheck::yes);
 }  // namespace
 
 std::string exact_string_override(const std::string& key, const std::string& value, std::string_view option) {
@@ -358,7 +359,7 @@ std::string exact_string_override(const std::string& key, const std::string& val
   return key + "=" + toml_string(value);
 }
 
-RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides, FitCheck fit) {
   toml::table doc;
   if (!path.empty()) {
     require_regular_file(path, "config");
@@ -378,7 +379,7 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
           return trim(std::string_view(o).substr(0, o.find('='))) == key;
         }))
       unnamed = key;
-  RunConfig cfg = resolve(std::move(doc), path, overrides);
+  RunConfig cfg = resolve(std::move(doc), path, overrides, fit);
   if (!unnamed.empty())
     fail("config", "{}: {} is not set; a config file names at least model.family (bert | gpt2) and data.kind",
          path, unnamed);
@@ -398,7 +399,8 @@ RunConfig load_config_text(const std::string& text, const std::string& name,
 }
 
 namespace {
-RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig resolve(toml::table doc, const std::string& path, const std::vector<std::string>& overrides,
+                  FitCheck fit) {
   ConfigOrigins origins;
   // Keys given in the file: where each came from.
   for (auto&& [sec, node] : doc) {
@@ -485,7 +487,7 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
     cfg.train.run_dir.replace(p, 6, name);
   if (cfg.data.vocab_size == 0) cfg.data.vocab_size = cfg.model.vocab_size;
 
-  check_config(cfg, origins);
+  check_config(cfg, origins, fit);
   return cfg;
 }
 

@@ -85,4 +85,16 @@ double total_flops(const std::vector<FlopTerm>& terms) {
   return s;
 }
 
+std::optional<DevicePeak> device_peak(const std::string& name) {
+  const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  // NVIDIA's H200, H100 and A100 datasheets: "BF16 Tensor Core" (with sparsity: halved here) and
+  // "FP32". The H100's variants by the names their boards report ("H100 80GB HBM3" is the SXM5).
+  if (has("H200")) return DevicePeak{"H200 SXM", 989.5e12, 67e12};
+  if (has("H100") && has("PCIe")) return DevicePeak{"H100 PCIe", 756.5e12, 51e12};
+  if (has("H100") && has("NVL")) return DevicePeak{"H100 NVL", 835.5e12, 60e12};
+  if (has("H100")) return DevicePeak{"H100 SXM", 989.5e12, 67e12};
+  if (has("A100")) return DevicePeak{"A100", 312e12, 19.5e12};
+  return std::nullopt;
+}
+
 }  // namespace saobp

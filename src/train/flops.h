@@ -11,6 +11,7 @@
 //   BP-ElemMul: the product A Aᵀ of each T x T tile, a GEMM of T³ multiply-adds (2 T³ forward,
 //     6 T³ per training step).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,16 @@ std::vector<FlopTerm> step_flops(const RunConfig& cfg, Head head, double tokens,
 std::vector<FlopTerm> forward_flops(const RunConfig& cfg, Head head, double tokens, double head_rows,
                                     double labels);
 double total_flops(const std::vector<FlopTerm>& terms);
+
+// A GPU's peak arithmetic rates (FLOP/s), NVIDIA's datasheet figures: dense bf16 on the tensor
+// cores (the sparsity-doubled figure halved) and plain f32 (no TF32). `saobp bench` reports its
+// model FLOPs per second against both (model FLOP utilization, MFU).
+struct DevicePeak {
+  std::string model;  // the datasheet's name of the part
+  double bf16_dense = 0, f32 = 0;
+};
+// By the name CUDA reports (cudaDeviceProp::name): H200, H100 (SXM, PCIe, NVL), A100; nothing for
+// any other device.
+std::optional<DevicePeak> device_peak(const std::string& device_name);
 
 }  // namespace saobp

@@ -150,3 +150,26 @@ TEST_CASE("cost: inference ms/batch, tokens/s and latency come from inference be
                     Contains("list.json") && Contains("array"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("device_peak: NVIDIA's datasheet rates by the name CUDA reports", "[study][flops]") {
+  const auto h200 = device_peak("NVIDIA H200");
+  REQUIRE(h200);
+  CHECK(h200->bf16_dense == 989.5e12);
+  CHECK(h200->f32 == 67e12);
+  CHECK(device_peak("NVIDIA H100 80GB HBM3")->model == "H100 SXM");
+  CHECK(device_peak("NVIDIA H100 PCIe")->bf16_dense == 756.5e12);
+  CHECK(device_peak("NVIDIA H100 NVL")->model == "H100 NVL");
+  CHECK(device_peak("NVIDIA A100-SXM4-80GB")->f32 == 19.5e12);
+  CHECK_FALSE(device_peak("NVIDIA GeForce RTX 4090"));
+  CHECK_FALSE(device_peak(""));
+}
+
+TEST_CASE("cost reads a config too large for this machine, whose run is refused", "[study][flops]") {
+  // About 1 PiB of activations: beyond any machine's memory, well below 64-bit overflow.
+  const std::vector<std::string> o = {"model.family=bert", "data.kind=synthetic", "train.batch_size=1000000",
+                                      "train.seq_len=512", "model.max_positions=512"};
+  CHECK_THROWS_WITH(load_config("", o),
+                    Catch::Contains("train.batch_size") && Catch::Contains("GiB of memory"));
+  const RunConfig cfg = load_config("", o, FitCheck::no);
+  CHECK(total_flops(step_flops(cfg, Head::mlm, 512e6, 512e6 * 0.15, 0)) > 0);
+}

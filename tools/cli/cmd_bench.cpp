@@ -431,7 +431,17 @@ int run_bench(const BenchCli& o) {
         "times a step; step times from CUDA events\n",
         cuda::device_name(device.index),
         static_cast<double>(cuda::memory_peak_bytes(device.index)) / (1 << 30), gpu.waits_per_step);
-    if (o.profile) print_profile(gpu, o.steps, 1e3 * (ft ? fine.med : pre.med));
+    const StepBench& main = ft ? fine : pre;
+    const std::string name = cuda::device_name(device.index);
+    if (const std::optional<DevicePeak> peak = device_peak(name))
+      fmt::print(
+          "model FLOP utilization: {:.1f}% of the {}'s dense bf16 peak ({:.1f} TFLOP/s), {:.1f}% of its f32 "
+          "peak ({:.1f} TFLOP/s)\n",
+          100 * main.flops / main.med / peak->bf16_dense, peak->model, peak->bf16_dense / 1e12,
+          100 * main.flops / main.med / peak->f32, peak->f32 / 1e12);
+    else
+      fmt::print("model FLOP utilization: no peak known for {} (src/train/flops.h device_peak)\n", name);
+    if (o.profile) print_profile(gpu, o.steps, 1e3 * main.med);
   }
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
@@ -454,6 +464,10 @@ int run_bench(const BenchCli& o) {
     if (device.is_cuda()) {
       j["device_name"] = cuda::device_name(device.index);
       j["host_waits_per_step"] = gpu.waits_per_step;
+      if (const std::optional<DevicePeak> peak = device_peak(cuda::device_name(device.index))) {
+        j["mfu_bf16"] = main.flops / main.med / peak->bf16_dense;  // fractions of the peaks
+        j["mfu_f32"] = main.flops / main.med / peak->f32;
+      }
     }
     j["peak_device_memory_gib"] =
         device.is_cuda()

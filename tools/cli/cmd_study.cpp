@@ -96,7 +96,8 @@ void register_cost(CLI::App& app) {
                   "`saobp bench --json` files of these variants: their ms/step and tokens/s");
   sub->add_option("--out", out, "also write the table as JSON (saobp report draws it)");
   add_command(sub, [] {
-    const nlohmann::json t = study::cost_table(load_config(config, overrides), variants, benches);
+    const nlohmann::json t =
+        study::cost_table(load_config(config, overrides, FitCheck::no), variants, benches);
     fmt::print("{}", study::cost_markdown(t));
     if (!out.empty()) {
       const std::filesystem::path p(out);
