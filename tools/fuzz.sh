@@ -29,8 +29,12 @@ fi
 # the readers, so no suppressions are needed here.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# The harnesses' scratch folders (fuzz/harness.h temp_root) go under $dir/tmp, emptied after each
+# harness: libFuzzer ends a timed run without the exit handlers that would remove them.
+export TMPDIR=$PWD/$dir/tmp
 for h in "${harnesses[@]}"; do
-  mkdir -p "$dir/corpus/$h" "$dir/artifacts/$h" "$dir/seeds/$h" "fuzz/corpus/$h"
+  rm -rf "$TMPDIR"
+  mkdir -p "$TMPDIR" "$dir/corpus/$h" "$dir/artifacts/$h" "$dir/seeds/$h" "fuzz/corpus/$h"
   echo "== fuzz $h (${secs}s)"
   # -max_len 65536: room for the larger fixture seeds; -timeout: seconds per input.
   if ! "$dir/fuzz_$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
@@ -43,3 +47,4 @@ for h in "${harnesses[@]}"; do
   grep -E '^#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$dir/fuzz_$h.log" | tr '\n' ' '
   echo
 done
+rm -rf "$TMPDIR"
