@@ -17,21 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder under the system's temporary directory, removed when the test program exits.
+// A fresh folder under the test run's temporary directory (removed with it: tests/main.cpp).
 std::string temp_dir(const std::string& name) {
-  struct Made {
-    std::vector<fs::path> paths;
-    ~Made() {
-      std::error_code ec;
-      for (const fs::path& p : paths) fs::remove_all(p, ec);
-    }
-  };
-  static Made made;
   const fs::path p =
       fs::temp_directory_path() / ("saobp-test-study-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
-  made.paths.push_back(p);
   return p.string();
 }
 
