@@ -9,6 +9,8 @@ namespace saobp {
 
 namespace cpu {
 #include "attention/kernels.inc"
+// kern::set_tiled_schedule's CPU half (src/attention/cpu/tiled.cpp).
+void set_tiled_schedule(TiledSchedule s);
 }  // namespace cpu
 
 namespace cuda {

@@ -5,6 +5,8 @@
 
 namespace saobp::kern {
 
+void set_tiled_schedule(TiledSchedule s) { cpu::set_tiled_schedule(s); }
+
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                        const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
                        Tensor& aux) {

@@ -22,8 +22,17 @@ struct AttnParams {
 // BP-High and BP-Low: the variants with a Potts factor, hence a λ.
 bool uses_lambda(AttnVariant v);
 
+// How the CPU's tiled kernels share their work among threads (docs/saobp-gradients.md §10.4):
+// `blocks` runs each pass over every (head, query block) in parallel, as the CUDA twin does;
+// `heads` gives each thread whole heads and walks their query blocks top down, fusing the passes
+// that order allows. Both give the same bits. `automatic` (the default) takes `heads` when a call
+// has at least as many heads as threads.
+enum class TiledSchedule : uint8_t { automatic, heads, blocks };
+
 namespace kern {
 #include "attention/kernels.inc"
+// Sets the schedule of later tiled calls on the CPU (for tests; not thread-safe).
+void set_tiled_schedule(TiledSchedule s);
 }  // namespace kern
 
 }  // namespace saobp

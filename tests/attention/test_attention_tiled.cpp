@@ -2,8 +2,8 @@
 // ones: the same outputs and gradients (q, k, v and λ) for original, bp_high and bp_low, encoder,
 // decoder and the leaking decoder, 1 and 2 BP steps, T = 1, T not a multiple of the 64-row tiles,
 // padding and rows with no allowed key; an f64 gradcheck; no future leak in the decoder, exactly;
-// the same bits for 1 and 2 threads; NaN scores propagate as in the materialized kernel. [cuda]:
-// the CUDA twin (src/attention/cuda/tiled.cu) against the CPU twin, skipped without a GPU.
+// the same bits for 1 and 2 threads, and by heads and by blocks; NaN scores propagate as in the materialized
+// kernel. [cuda]: the CUDA twin (src/attention/cuda/tiled.cu) against the CPU twin, skipped without a GPU.
 #include <omp.h>
 
 #include <catch2/catch.hpp>
@@ -186,6 +186,32 @@ TEST_CASE("attention tiled: the same bits with 1 and 2 threads", "[attention][ti
       CHECK(bitwise_equal(one[i], two[i]));
     }
   }
+}
+
+TEST_CASE("attention tiled: the same bits by heads and by blocks", "[attention][tiled][determinism]") {
+  // The CPU kernels either give each thread whole heads, fusing passes, or run every pass over
+  // (head, query block) items as the CUDA twin does (TiledSchedule); every case of the
+  // comparison with the materialized kernel, both ways, bit for bit.
+  const int64_t NH = 2, HS = 8;
+  int cases = 0;
+  for_each_case([&](DType dt, const TiledShape& sh, AttnVariant v, int mode, int steps) {
+    AttentionConfig cfg{v, mode > 0, steps};
+    cfg.leak = mode == 2;
+    const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
+                 vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad);
+    kern::set_tiled_schedule(TiledSchedule::heads);
+    const auto a = run(cfg, true, q, k, vv, km, v, 4);
+    kern::set_tiled_schedule(TiledSchedule::blocks);
+    const auto b = run(cfg, true, q, k, vv, km, v, 4);
+    kern::set_tiled_schedule(TiledSchedule::automatic);
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
+                           << " " << kNames[i]);
+      CHECK(bitwise_equal(a[i], b[i]));
+    }
+    ++cases;
+  });
+  CHECK(cases == 112);
 }
 
 TEST_CASE("attention tiled: a NaN score row gives NaN as the materialized kernel does",

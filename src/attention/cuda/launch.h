@@ -37,40 +37,41 @@ cudaError_t launch_elemmul_grad(const T* B, const T* dB, const T* r, const MaskV
                                 int64_t C);
 
 // ---- tiled.cu (T: float, double) ----
-// The tiled kernels (kernels.inc attention_tiled_forward / _backward), one thread block per head
-// tile = b NH + h. q, k, v, out, gout, gq, gk, gv: (tiles, n, hs) (gq, gk, gv nullptr: skipped);
-// key: (batch, n) u8 or nullptr; c: (NH) the Potts c of each head (launch_potts_params), nullptr
-// when S = 0; lse: (S+1, tiles, n); colsum: (S, tiles, n) (nullptr when S = 0); dc: (tiles) the
-// backward's ∂L/∂c of each head. all: every other token row sends (encoder, leaking decoder).
-// work, vecs: scratch of tiles · tiled_work_elems elements of T and tiles · tiled_vec_elems
-// doubles (constexpr: the kernels read the same layout).
+// The tiled kernels (kernels.inc attention_tiled_forward / _backward): each pass one thread block
+// per (head, query block) or (head, key block), head tile = b NH + h, nb = tiled_blocks(n) blocks
+// a head. q, k, v, out, gout, gq, gk, gv: (tiles, n, hs) (gq, gk, gv nullptr: skipped); key:
+// (batch, n) u8 or nullptr; c: (NH) the Potts c of each head (launch_potts_params), nullptr when
+// S = 0; lse: (S+1, tiles, n); colsum: (S, tiles, n) (nullptr when S = 0). all: every other
+// token row sends (encoder, leaking decoder). Scratch: qs (tiles, n, hs) scale·Q; work, the tiles
+// of each thread block (tiles · nb · tiled_block_elems elements of T); cells, the blocks' column
+// parts (tiles · tiled_cells_per_head doubles: a decoder's P table (nb, S, n) per head, an
+// encoder's parts of one level (nb, n)); backward: rho (tiles, S+1, n), E (tiles, S, n), R (a
+// decoder's (tiles, nb, S, n)) and dc (tiles, nb): ∂L/∂c of each query block's rows.
 template <class T>
 struct TiledArgs {
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   const uint8_t* key = nullptr;
   const double* c = nullptr;
-  int64_t NH = 0, n = 0, hs = 0, tiles = 0;
+  int64_t NH = 0, n = 0, hs = 0, tiles = 0, nb = 0;
   int S = 0;
   bool causal = false, all = true;
   double scale = 1;
   T *lse = nullptr, *colsum = nullptr;
   const T *out = nullptr, *gout = nullptr;  // backward
   T *gq = nullptr, *gk = nullptr, *gv = nullptr;
-  double* dc = nullptr;
-  T* work = nullptr;
-  double* vecs = nullptr;
+  T *qs = nullptr, *work = nullptr;
+  double *cells = nullptr, *rho = nullptr, *E = nullptr, *R = nullptr, *dc = nullptr;
 };
-// Tiles of 64 query rows × 64 keys, as the CPU twin's (src/attention/cpu/tiled.cpp).
+// Tiles of 64 query rows × 64 keys, as the CPU twin's (src/attention/cpu/tiled.cpp); a key
+// block is a query block's width, so the passes over key blocks have nb items a head too.
 constexpr int64_t kTiledRows = 64, kTiledCols = 64, kTiledArea = kTiledRows * kTiledCols;
-// Scratch of one head in elements of T: scale·Q (n·hs), the tiles s, tmp and ds, then the levels
-// 0..S of x and b (forward) or of x, b, g and dL (backward), one tile each.
-constexpr int64_t tiled_work_elems(int64_t n, int64_t hs, int S, bool backward) {
-  return n * hs + (3 + (backward ? 4 : 2) * (S + int64_t{1})) * kTiledArea;
-}
-// In doubles: forward C (n), then P and the next P (S·n each); backward ρ ((S+1)·n), then E, R,
-// the next R, P and the next P (S·n each).
-constexpr int64_t tiled_vec_elems(int64_t n, int S, bool backward) {
-  return backward ? (6 * int64_t{S} + 1) * n : (2 * int64_t{S} + 1) * n;
+static_assert(kTiledRows == kTiledCols);
+constexpr int64_t tiled_blocks(int64_t n) { return (n + kTiledRows - 1) / kTiledRows; }
+// The tiles of one thread block in elements of T: s, tmp and ds, then the levels 0..S of x, b, g
+// and dL, one tile each.
+constexpr int64_t tiled_block_elems(int S) { return (3 + 4 * (S + int64_t{1})) * kTiledArea; }
+constexpr int64_t tiled_cells_per_head(int64_t n, int S, bool all) {
+  return tiled_blocks(n) * (all ? 1 : int64_t{S}) * n;
 }
 template <class T>
 cudaError_t launch_attention_tiled_forward(const TiledArgs<T>& a, T* out);

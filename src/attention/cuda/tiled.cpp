@@ -1,5 +1,5 @@
 // saobp::cuda attention_tiled_forward / attention_tiled_backward: the host halves (the Potts c of
-// each head, scratch from the caching allocator, one launch each) of the kernels of tiled.cu.
+// each head, scratch from the caching allocator) of the passes of tiled.cu.
 // CPU twin: src/attention/cpu/tiled.cpp (same algorithm, same saved lse and colsum layout).
 // tiled.cu's header says how far it has been checked and what it is not (fast).
 #include <algorithm>
@@ -25,12 +25,28 @@ TiledArgs<T> tiled_args(const Tensor& q, const Tensor& k, const Tensor& v, const
   a.causal = p.causal;
   a.all = !p.causal || p.leak;
   a.scale = p.scale;
+  a.nb = tiled_blocks(d.T);
   return a;
 }
 
 // Scratch of `per_head` elements for each of `tiles` heads (at least one element).
 Tensor scratch(int64_t tiles, int64_t per_head, DType dt, Device device) {
   return Tensor::empty({std::max<int64_t>(tiles * per_head, 1)}, dt, device);
+}
+
+// The scratch every pass shares (launch.h, TiledArgs): scale·Q, the thread blocks' tiles and the
+// blocks' column parts; the caller keeps the tensors until the passes are queued (one stream:
+// the caching allocator hands their memory only to work queued after them).
+struct Scratch {
+  Tensor qs, work, cells;
+};
+template <class T>
+Scratch shared_scratch(TiledArgs<T>& a, DType dt, Device device) {
+  Scratch s{scratch(a.tiles, a.n * a.hs, dt, device),
+            scratch(a.tiles * a.nb, tiled_block_elems(a.S), dt, device),
+            scratch(a.tiles, tiled_cells_per_head(a.n, a.S, a.all), DType::f64, device)};
+  a.qs = s.qs.data<T>(), a.work = s.work.data<T>(), a.cells = s.cells.data<double>();
+  return s;
 }
 
 template <class T>
@@ -47,9 +63,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
     a.colsum = colsum.data<T>();
   }
   a.lse = lse.data<T>();
-  const Tensor work = scratch(a.tiles, tiled_work_elems(d.T, d.HS, S, false), q.dtype(), q.device());
-  const Tensor vecs = scratch(a.tiles, tiled_vec_elems(d.T, S, false), DType::f64, q.device());
-  a.work = work.data<T>(), a.vecs = vecs.data<double>();
+  const Scratch s = shared_scratch(a, q.dtype(), q.device());
   check(launch_attention_tiled_forward<T>(a, out.data<T>()), op);
 }
 
@@ -75,14 +89,16 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   a.gq = gq.defined() ? gq.data<T>() : nullptr;
   a.gk = gk.defined() ? gk.data<T>() : nullptr;
   a.gv = gv.defined() ? gv.data<T>() : nullptr;
-  const Tensor work = scratch(a.tiles, tiled_work_elems(d.T, d.HS, S, true), q.dtype(), q.device());
-  const Tensor vecs = scratch(a.tiles, tiled_vec_elems(d.T, S, true), DType::f64, q.device());
-  const Tensor dc = scratch(a.tiles, 1, DType::f64, q.device());
-  a.work = work.data<T>(), a.vecs = vecs.data<double>(), a.dc = dc.data<double>();
+  const Scratch s = shared_scratch(a, q.dtype(), q.device());
+  const Tensor rho = scratch(a.tiles, (S + 1) * d.T, DType::f64, q.device());
+  const Tensor E = scratch(a.tiles, S * d.T, DType::f64, q.device());
+  const Tensor R = scratch(a.all ? 0 : a.tiles, a.nb * S * d.T, DType::f64, q.device());
+  const Tensor dc = scratch(a.tiles, a.nb, DType::f64, q.device());
+  a.rho = rho.data<double>(), a.E = E.data<double>(), a.R = R.data<double>(), a.dc = dc.data<double>();
   check(launch_attention_tiled_backward<T>(a), op);
-  // dλ_h += Σ_b (∂L/∂c of head (b, h)) · dc/dλ_h, over b in order (n = 1: one value a head).
+  // dλ_h += Σ_b (∂L/∂c of head (b, h), its query blocks' parts in order) · dc/dλ_h, over b in order.
   if (wants_lambda)
-    check(launch_lambda_grad<T>(dc.data<double>(), potts.dc_dlambda.data<double>(), d.B, d.NH, 1,
+    check(launch_lambda_grad<T>(dc.data<double>(), potts.dc_dlambda.data<double>(), d.B, d.NH, a.nb,
                                 glambda.data<T>()),
           op);
 }

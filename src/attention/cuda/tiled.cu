@@ -1,12 +1,13 @@
 // CUDA kernels of the tiled SAOBP attention (O(T) memory, kernels.inc attention_tiled_forward /
 // attention_tiled_backward). Host: tiled.cpp.
 // CPU twin: src/attention/cpu/tiled.cpp, whose header derives the algorithm and lists its passes.
-// This file is that algorithm, pass for pass and sum for sum: one thread block per (batch, head)
-// walks the head's sweeps exactly as the CPU's one thread does (query blocks of 64 rows top
-// down, key tiles of 64 left to right), and the block's threads split each step of a tile:
+// This file is that schedule, pass for pass and sum for sum: each pass is one launch of a thread
+// block per (head, query block) (per (head, key block) for dK and dV), the column sums are each
+// query block's part combined in block order by combine_kernel (a decoder's prefixes in place),
+// and inside a block the threads split each step of a tile:
 //   elementwise steps (beliefs, logits, dL, ds)  one thread per tile element;
 //   row sums (lse^τ, ρ^t)                        one thread per row, keys in order;
-//   column sums (C^τ, a decoder's P and R, E^t)  one thread per column, rows in order;
+//   column sums (a block's parts, the in-tile prefixes)  one thread per column, rows in order;
 //   ∂L/∂c of a tile                             thread 0, the tile's entries in row-major order;
 //   tile products (s = (scale·Q) Kᵀ, g = dO Vᵀ, O += b V, dQ += scale·ds K, dK += dsᵀ (scale·Q),
 //   dV += bᵀ dO)                                 one thread per output element, a plain dot product;
@@ -15,18 +16,14 @@
 // Exponentials and logarithms are dmath::exp / dmath::log in the element type (expf / logf in
 // f32), as in the rest of the CUDA attention (attention.cu, nn.cu's softmax); the CPU twin's f32
 // exp_approx / log_approx differ from them in the last bits, so the twins agree to rounding.
-// The tiles and the per-head vectors (lse, column sums, P, R, E, ρ) live in global scratch from
-// the caching allocator (tiled_work_elems / tiled_vec_elems, launch.h).
+// The tiles of each thread block, scale·Q and the vectors live in scratch from the caching
+// allocator (launch.h, TiledArgs).
 //
-// State: its [cuda][tiled] tests (tests/attention/test_attention_tiled.cpp: the CPU twin's
-// outputs, lse, colsum and gradients, bitwise reruns, NaN rows) passed on one NVIDIA H200, as did
-// compute-sanitizer's memcheck, initcheck and synccheck over them; it has not been timed or run
-// in training. It is written to be obviously the CPU twin, not fast:
-// one block per head leaves most of a GPU idle at small batch × heads, every tile goes through
-// global memory, and the products are scalar loops. What would make it fast: one block per
-// (batch, head, query block), with a decoder's column prefixes P and R passed between blocks as
-// a block table (or a scan over the blocks' column sums); the tiles in shared memory; the tile
-// products on tensor cores; and the ∂L/∂c sum as a fixed-order tree rather than one thread.
+// State: this schedule (a block per query block) is compiled and its CPU twin tested; it has not
+// run on a GPU yet. The one-block-per-head version before it passed its [cuda][tiled] tests and
+// compute-sanitizer on an H200 and took about 100x the materialized kernel's time, with B·NH
+// blocks for 132 SMs. What would make it fast beyond this: the tiles in shared memory, the tile
+// products on tensor cores, and the ∂L/∂c sum as a fixed-order tree rather than one thread.
 #include "attention/cuda/launch.h"
 #include "attention/formulas.h"
 #include "tensor/cuda/device.cuh"
@@ -37,39 +34,6 @@ namespace {
 
 constexpr int64_t kBr = kTiledRows, kBc = kTiledCols, kArea = kTiledArea;
 
-// One (batch, head): its inputs, the vectors the passes share and the block's tiles (all
-// threads of the block hold the same copy).
-template <class T>
-struct Head {
-  int64_t n = 0, hs = 0, levels = 0;  // levels: the stride between the levels of lse and colsum
-  const T *q = nullptr, *k = nullptr, *v = nullptr;  // q: scale·Q of this head (scratch)
-  const uint8_t* key = nullptr;                      // (n) 1 = token, or nullptr
-  bool causal = false;
-  bool all = true;  // every other token row sends (encoder, leaking decoder)
-  int S = 0;
-  T c = 0;
-  T* lse = nullptr;                       // lse^τ_j at lse[τ levels + j]
-  T* col = nullptr;                       // C^τ_k at col[(τ-1) levels + k]
-  double *P = nullptr, *nextP = nullptr;  // (S, n) decoder: column sums of F^τ above the block
-  T *s = nullptr, *tmp = nullptr, *ds = nullptr, *x = nullptr, *b = nullptr;  // tiles
-
-  __device__ bool allowed(int64_t j, int64_t kk) const { return (!key || key[kk]) && (!causal || kk <= j); }
-  __device__ bool sender(int64_t i) const { return !key || key[i]; }
-  // The key tiles a block reads: every key, or a decoder's keys up to the block's last row.
-  __device__ int64_t key_end(int64_t j0, int64_t br) const { return causal ? imin(n, j0 + br) : n; }
-};
-
-// The backward's vectors and tiles.
-template <class T>
-struct Grads {
-  const T *dO = nullptr, *O = nullptr;
-  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
-  double* rho = nullptr;                  // (S+1, n)
-  double* E = nullptr;                    // (S, n): E^t at [(t-1) n + k]
-  double *R = nullptr, *nextR = nullptr;  // (S, n) decoder prefixes of dL^t above the block
-  T *g = nullptr, *dL = nullptr;          // tiles, S + 1 levels each
-};
-
 struct Tile {
   int64_t j0, br, k0, bc;
 };
@@ -77,26 +41,49 @@ struct Tile {
 __device__ __forceinline__ int tid() { return static_cast<int>(threadIdx.x); }
 __device__ __forceinline__ int nthreads() { return static_cast<int>(blockDim.x); }
 
-// The head of block blockIdx.x: pointers into the call's tensors and this head's scratch.
+// One (batch, head) as block blockIdx.x of a pass sees it: its inputs, the call's vectors and
+// this block's tiles.
 template <class T>
-__device__ Head<T> make_head(const TiledArgs<T>& a, bool backward) {
-  const int64_t bh = blockIdx.x, QS = a.n * a.hs;
+struct Head {
+  int64_t n = 0, hs = 0, nb = 0, levels = 0;         // nb: query blocks; levels: stride of lse's levels
+  const T *q = nullptr, *k = nullptr, *v = nullptr;  // q: scale·Q of this head (scratch)
+  const uint8_t* key = nullptr;                      // (n) 1 = token, or nullptr
+  bool causal = false;
+  bool all = true;  // every other token row sends (encoder, leaking decoder)
+  int S = 0;
+  T c = 0;
+  T* lse = nullptr;     // lse^τ_j at lse[τ levels + j]
+  T* col = nullptr;     // C^τ_k at col[(τ-1) levels + k]
+  double* P = nullptr;  // decoder (nb, S, n): P^τ_k of query block qb at P[(qb S + τ-1) n + k]
+  T *s = nullptr, *tmp = nullptr, *ds = nullptr, *x = nullptr, *b = nullptr, *g = nullptr, *dL = nullptr;
+
+  __device__ bool allowed(int64_t j, int64_t kk) const { return (!key || key[kk]) && (!causal || kk <= j); }
+  __device__ bool sender(int64_t i) const { return !key || key[i]; }
+  __device__ int64_t rows(int64_t qb) const { return imin(kBr, n - qb * kBr); }
+  __device__ int64_t key_end(int64_t qb) const { return causal ? imin(n, qb * kBr + rows(qb)) : n; }
+  __device__ Tile tile(int64_t qb, int64_t k0) const {
+    return {qb * kBr, rows(qb), k0, imin(kBc, key_end(qb) - k0)};
+  }
+  __device__ const double* prefix(int64_t qb) const { return all ? nullptr : P + qb * S * n; }
+};
+
+// Head bh, with the tiles of this thread block (blockIdx.x) of the pass.
+template <class T>
+__device__ Head<T> make_head(const TiledArgs<T>& a, int64_t bh) {
   Head<T> h;
-  h.n = a.n, h.hs = a.hs, h.levels = a.tiles * a.n;
-  T* work = a.work + bh * tiled_work_elems(a.n, a.hs, a.S, backward);
-  h.q = work, h.k = a.k + bh * QS, h.v = a.v + bh * QS;
+  const int64_t QS = a.n * a.hs;
+  h.n = a.n, h.hs = a.hs, h.nb = a.nb, h.levels = a.tiles * a.n;
+  h.q = a.qs + bh * QS, h.k = a.k + bh * QS, h.v = a.v + bh * QS;
   h.key = a.key ? a.key + bh / a.NH * a.n : nullptr;
   h.causal = a.causal, h.all = a.all, h.S = a.S;
   h.c = a.c ? static_cast<T>(a.c[bh % a.NH]) : T(0);
   h.lse = a.lse + bh * a.n;
   h.col = a.colsum ? a.colsum + bh * a.n : nullptr;
+  h.P = a.all ? nullptr : a.cells + bh * tiled_cells_per_head(a.n, a.S, a.all);
   const int64_t L = a.S + 1;
-  h.s = work + QS, h.tmp = h.s + kArea, h.ds = h.tmp + kArea, h.x = h.ds + kArea, h.b = h.x + L * kArea;
-  // scale·Q into the scratch, as the CPU's copy: the tiles' s = q Kᵀ needs no multiply.
-  const T sc = static_cast<T>(a.scale);
-  T* qs = work;
-  for (int64_t i = tid(); i < QS; i += nthreads()) qs[i] = sc * a.q[bh * QS + i];
-  __syncthreads();
+  T* work = a.work + static_cast<int64_t>(blockIdx.x) * tiled_block_elems(a.S);
+  h.s = work, h.tmp = h.s + kArea, h.ds = h.tmp + kArea, h.x = h.ds + kArea, h.b = h.x + L * kArea;
+  h.g = h.b + L * kArea, h.dL = h.g + L * kArea;
   return h;
 }
 
@@ -114,11 +101,16 @@ __device__ void tile_product(int64_t M, int64_t N, int64_t K, T alpha, const T* 
   }
 }
 
+__device__ void zero_doubles(double* dst, int64_t n) {
+  for (int64_t i = tid(); i < n; i += nthreads()) dst[i] = 0.0;
+  __syncthreads();
+}
+
 // CPU: forward_chain. s, then the beliefs b^0..b^{known-1} (their lse known) and the logits
-// x^0..x^{min(known, S)} of the tile. A decoder's messages start from P (the rows above the
-// block); with `next`, the running sums after the tile's last row go there. Ends synchronized.
+// x^0..x^{min(known, S)} of the tile. A decoder's messages start from P, the (S, n) prefixes of
+// the tile's query block. Ends synchronized.
 template <class T>
-__device__ void forward_chain(const Head<T>& h, const Tile& t, int known, const double* P, double* next) {
+__device__ void forward_chain(const Head<T>& h, const Tile& t, int known, const double* P) {
   const int64_t br = t.br, bc = t.bc, cells = br * bc;
   tile_product(br, bc, h.hs, T(1), h.q + t.j0 * h.hs, h.hs, int64_t{1}, h.k + t.k0 * h.hs, int64_t{1}, h.hs,
                false, h.s, bc);
@@ -153,24 +145,36 @@ __device__ void forward_chain(const Head<T>& h, const Tile& t, int known, const 
           xn[r * bc + c] = h.s[r * bc + c] + static_cast<T>(run);
           if (h.sender(t.j0 + r)) run += dmath::log(T(1) - h.c * b[r * bc + c]);
         }
-        if (next) next[tau * h.n + t.k0 + c] = run;
       }
     }
     __syncthreads();
   }
 }
 
-// CPU: row_stats. lse^τ of the rows [j0, j0 + br) over every key tile: one thread per row keeps
+// The pass's item of block blockIdx.x: head bh and query (or key) block qb.
+struct Item {
+  int64_t bh, qb;
+};
+template <class T>
+__device__ Item item_of(const TiledArgs<T>& a) {
+  return {static_cast<int64_t>(blockIdx.x) / a.nb, static_cast<int64_t>(blockIdx.x) % a.nb};
+}
+
+// ---- forward passes -----------------------------------------------------------------------------
+
+// CPU: row_stats. lse^τ of query block qb's rows over every key tile: one thread per row keeps
 // the row's running max and sum (in double) across the tiles.
 template <class T>
-__device__ void row_stats(const Head<T>& h, int64_t j0, int64_t br, int tau) {
+__global__ void __launch_bounds__(kBlock) row_stats_kernel(TiledArgs<T> a, int tau) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
   const T ninf = dmath::neg_inf<T>();
   double M = -INFINITY, Z = 0;
   bool nan = false;
-  const int64_t kend = h.key_end(j0, br);
-  for (int64_t k0 = 0; k0 < kend; k0 += kBc) {
-    const Tile t{j0, br, k0, imin(kBc, kend - k0)};
-    forward_chain(h, t, tau, h.P, nullptr);
+  const int64_t br = h.rows(it.qb), j0 = it.qb * kBr;
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    forward_chain(h, t, tau, h.prefix(it.qb));
     const T* x = h.x + tau * kArea;
     if (tid() < br) {
       const int64_t r = tid(), j = j0 + r;
@@ -200,107 +204,115 @@ __device__ void row_stats(const Head<T>& h, int64_t j0, int64_t br, int tau) {
     h.lse[tau * h.levels + j0 + tid()] = nan     ? static_cast<T>(NAN)
                                          : Z > 0 ? static_cast<T>(M + ::log(Z))
                                                  : ninf;
-  __syncthreads();
 }
 
-// O of the rows [j0, j0 + br) = Σ over the key tiles of b^S V (a decoder's P from h.P, the next
-// block's into next).
+// CPU: column_part. The part of query block qb in the column sums of F^{τ+1}: its sender rows
+// in order, one thread per column; 0 past a decoder block's keys. An encoder's part goes to its
+// cells, a decoder's to its slot of level τ in the P table (the prefixes, once combined).
 template <class T>
-__device__ void output_block(const Head<T>& h, int64_t j0, int64_t br, double* next, T* out) {
-  T* o = out + j0 * h.hs;
-  for (int64_t i = tid(); i < br * h.hs; i += nthreads()) o[i] = T(0);
-  __syncthreads();
-  const int64_t kend = h.key_end(j0, br);
-  for (int64_t k0 = 0; k0 < kend; k0 += kBc) {
-    const Tile t{j0, br, k0, imin(kBc, kend - k0)};
-    forward_chain(h, t, h.S + 1, h.P, next);
-    const T* bS = h.b + h.S * kArea;
-    tile_product(br, h.hs, t.bc, T(1), bS, t.bc, int64_t{1}, h.v + k0 * h.hs, h.hs, int64_t{1}, true, o,
-                 h.hs);  // O += b^S V
+__global__ void __launch_bounds__(kBlock) column_part_kernel(TiledArgs<T> a, int tau) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  double* part = a.cells + it.bh * tiled_cells_per_head(h.n, h.S, h.all) +
+                 (h.all ? it.qb * h.n : (it.qb * h.S + tau) * h.n);
+  zero_doubles(part, h.n);
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    forward_chain(h, t, tau + 1, h.prefix(it.qb));
+    const T* b = h.b + tau * kArea;
+    for (int64_t c = tid(); c < t.bc; c += nthreads())
+      for (int64_t r = 0; r < t.br; ++r)
+        if (h.sender(t.j0 + r)) part[k0 + c] += dmath::log(T(1) - h.c * b[r * t.bc + c]);
     __syncthreads();
   }
 }
 
-// Copies n doubles (block-wide, then synchronized).
-__device__ void copy_doubles(const double* src, double* dst, int64_t n) {
-  for (int64_t i = tid(); i < n; i += nthreads()) dst[i] = src[i];
-  __syncthreads();
-}
-__device__ void zero_doubles(double* dst, int64_t n) {
-  for (int64_t i = tid(); i < n; i += nthreads()) dst[i] = 0.0;
-  __syncthreads();
-}
-
-// CPU: forward_head, for head blockIdx.x.
+// CPU: combine. One thread per (head, column): the blocks' parts in block order; with prefix,
+// each part becomes the sum of those above it. The total goes to total (doubles) and col (T),
+// either may be null. Part qb of head bh at parts[bh head_stride + qb block_stride + k].
 template <class T>
-__global__ void __launch_bounds__(kBlock) tiled_forward_kernel(TiledArgs<T> a, T* out_all) {
-  Head<T> h = make_head(a, false);
-  const int64_t n = h.n, bh = blockIdx.x;
-  T* out = out_all + bh * n * h.hs;
-  double* vecs = a.vecs + bh * tiled_vec_elems(n, a.S, false);
-  double* C = vecs;  // (n) encoder
-  h.P = vecs + n, h.nextP = h.P + h.S * n;
-  if (h.all) {
-    for (int tau = 0; tau <= h.S; ++tau) {
-      for (int64_t j0 = 0; j0 < n; j0 += kBr) row_stats(h, j0, imin(kBr, n - j0), tau);
-      if (tau == h.S) break;
-      // C^{τ+1}: the column sums of F^{τ+1} over the sender rows, top down.
-      zero_doubles(C, n);
-      for (int64_t j0 = 0; j0 < n; j0 += kBr) {
-        const int64_t br = imin(kBr, n - j0);
-        for (int64_t k0 = 0; k0 < n; k0 += kBc) {
-          const Tile t{j0, br, k0, imin(kBc, n - k0)};
-          forward_chain(h, t, tau + 1, nullptr, nullptr);
-          const T* b = h.b + tau * kArea;
-          for (int64_t c = tid(); c < t.bc; c += nthreads())
-            for (int64_t r = 0; r < br; ++r)
-              if (h.sender(j0 + r)) C[k0 + c] += dmath::log(T(1) - h.c * b[r * t.bc + c]);
-          __syncthreads();
-        }
-      }
-      for (int64_t kk = tid(); kk < n; kk += nthreads()) h.col[tau * h.levels + kk] = static_cast<T>(C[kk]);
-      __syncthreads();
+__global__ void combine_kernel(double* parts, int64_t head_stride, int64_t block_stride, int64_t tiles,
+                               int64_t n, int64_t nb, bool prefix, double* total, int64_t total_stride,
+                               T* col) {
+  for (int64_t i = thread_id(); i < tiles * n; i += thread_count()) {
+    const int64_t bh = i / n, k = i - bh * n;
+    double* p = parts + bh * head_stride + k;
+    double run = 0;
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      const double add = p[qb * block_stride];
+      if (prefix) p[qb * block_stride] = run;
+      run += add;
     }
-    for (int64_t j0 = 0; j0 < n; j0 += kBr) output_block(h, j0, imin(kBr, n - j0), nullptr, out);
-    return;
-  }
-  // Decoder: block by block, top down; P holds the prefix of the rows above the block.
-  zero_doubles(h.P, h.S * n);
-  for (int64_t j0 = 0; j0 < n; j0 += kBr) {
-    const int64_t br = imin(kBr, n - j0);
-    for (int tau = 0; tau <= h.S; ++tau) row_stats(h, j0, br, tau);
-    copy_doubles(h.P, h.nextP, h.S * n);  // keys past the block's rows keep their sums
-    output_block(h, j0, br, h.nextP, out);
-    double* swap = h.P;
-    h.P = h.nextP, h.nextP = swap;
-  }
-  for (int64_t i = tid(); i < h.S * n; i += nthreads()) {
-    const int64_t tau = i / n, kk = i - tau * n;
-    h.col[tau * h.levels + kk] = static_cast<T>(h.P[i]);
+    if (total) total[bh * total_stride + k] = run;
+    if (col) col[i] = static_cast<T>(run);
   }
 }
 
-// ---- backward ---------------------------------------------------------------------------------
+// CPU: forward_all's last pass. O of query block qb = Σ over its key tiles of b^S V.
+template <class T>
+__global__ void __launch_bounds__(kBlock) output_kernel(TiledArgs<T> a, T* out) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  T* o = out + it.bh * h.n * h.hs + it.qb * kBr * h.hs;
+  const int64_t br = h.rows(it.qb);
+  for (int64_t i = tid(); i < br * h.hs; i += nthreads()) o[i] = T(0);
+  __syncthreads();
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    forward_chain(h, t, h.S + 1, h.prefix(it.qb));
+    tile_product(br, h.hs, t.bc, T(1), h.b + h.S * kArea, t.bc, int64_t{1}, h.v + k0 * h.hs, h.hs, int64_t{1},
+                 true, o, h.hs);  // O += b^S V
+    __syncthreads();
+  }
+}
+
+// ---- backward passes ----------------------------------------------------------------------------
+
+// The backward's vectors of head bh.
+template <class T>
+struct Grads {
+  const T *dO = nullptr, *O = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  const double* rho = nullptr;  // (S+1, n)
+  const double* E = nullptr;    // (S, n): E^t at [(t-1) n + k]
+  double* R = nullptr;  // decoder (nb, S, n): prefix of dL^t above query block qb at [(qb S + t-1) n + k]
+  __device__ const double* prefix(const Head<T>& h, int64_t qb) const {
+    return h.all ? nullptr : R + qb * h.S * h.n;
+  }
+};
+template <class T>
+__device__ Grads<T> make_grads(const TiledArgs<T>& a, int64_t bh) {
+  const int64_t QS = a.n * a.hs;
+  Grads<T> gr;
+  gr.dO = a.gout + bh * QS, gr.O = a.out + bh * QS;
+  gr.dq = a.gq ? a.gq + bh * QS : nullptr;
+  gr.dk = a.gk ? a.gk + bh * QS : nullptr;
+  gr.dv = a.gv ? a.gv + bh * QS : nullptr;
+  gr.rho = a.rho + bh * (a.S + 1) * a.n;
+  gr.E = a.E + bh * a.S * a.n;
+  gr.R = a.all ? nullptr : a.R + bh * a.nb * a.S * a.n;
+  return gr;
+}
 
 // CPU: backward_chain. After forward_chain with every level: g^S = dO Vᵀ, then for t = S..lo+1
 // dL^t = b^t (g^t - ρ^t) and g^{t-1} = dF^t ⊙ (-c)/(1 - c b^{t-1}) on the sender rows, dF^t from
-// E^t (and a decoder's R^t, its running sum going into nextR). With want_dc, thread 0 adds the
-// ∂L/∂c terms of levels lo+1..S to dc, each level's tile summed in row-major order as the CPU
-// does. Ends synchronized.
+// E^t (a decoder's from R, its query block's prefixes, and the running sum down the tile). With
+// dc, thread 0 adds the ∂L/∂c terms of levels lo+1..S to *dc, each level's tile summed in
+// row-major order. Ends synchronized.
 template <class T>
-__device__ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile& t, int lo, double* nextR,
-                               bool want_dc, double& dc) {
+__device__ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile& t, int lo, const double* R,
+                               double* dc) {
   const int64_t br = t.br, bc = t.bc, cells = br * bc;
-  T* gS = gr.g + h.S * kArea;
+  T* gS = h.g + h.S * kArea;
   tile_product(br, bc, h.hs, T(1), gr.dO + t.j0 * h.hs, h.hs, int64_t{1}, h.v + t.k0 * h.hs, int64_t{1}, h.hs,
                false, gS, bc);
   __syncthreads();
   for (int lev = h.S; lev > lo; --lev) {
-    const T* g = gr.g + lev * kArea;
+    const T* g = h.g + lev * kArea;
     const T* b = h.b + lev * kArea;
     const T* bp = h.b + (lev - 1) * kArea;
-    T* dL = gr.dL + lev * kArea;
-    T* gp = gr.g + (lev - 1) * kArea;
+    T* dL = h.dL + lev * kArea;
+    T* gp = h.g + (lev - 1) * kArea;
     const double* rho = gr.rho + lev * h.n + t.j0;
     for (int64_t i = tid(); i < cells; i += nthreads()) {
       const int64_t r = i / bc;
@@ -309,7 +321,7 @@ __device__ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile&
     __syncthreads();
     const double* E = gr.E + (lev - 1) * h.n + t.k0;
     for (int64_t c = tid(); c < bc; c += nthreads()) {  // one thread per column, rows in order
-      double run = h.all ? 0.0 : gr.R[(lev - 1) * h.n + t.k0 + c];
+      double run = h.all ? 0.0 : R[(lev - 1) * h.n + t.k0 + c];
       for (int64_t r = 0; r < br; ++r) {
         const T d = dL[r * bc + c];
         T dF;
@@ -325,144 +337,208 @@ __device__ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile&
         }
         const T p = bp[r * bc + c], den = T(1) - h.c * p;
         gp[r * bc + c] = dF * -h.c / den;
-        if (want_dc) h.tmp[r * bc + c] = dF * -p / den;
+        if (dc) h.tmp[r * bc + c] = dF * -p / den;
       }
-      if (!h.all && nextR) nextR[(lev - 1) * h.n + t.k0 + c] = run;
     }
     __syncthreads();
-    if (want_dc) {
+    if (dc) {
       if (tid() == 0) {
         double acc = 0;
         for (int64_t r = 0; r < br; ++r)
           if (h.sender(t.j0 + r))
             for (int64_t c = 0; c < bc; ++c) acc += static_cast<double>(h.tmp[r * bc + c]);
-        dc += acc;
+        *dc += acc;
       }
       __syncthreads();
     }
   }
 }
 
-// One top-down sweep of the head (CPU: backward_head's sweep): fn(tile) after the forward chain,
-// with a decoder's P and R advanced block by block. fn ends synchronized.
-template <class T, class Fn>
-__device__ void sweep(Head<T>& h, Grads<T>& gr, Fn fn) {
-  const int64_t n = h.n, SN = h.S * n;
-  if (!h.all) {
-    zero_doubles(h.P, SN);
-    zero_doubles(gr.R, SN);
-  }
-  for (int64_t j0 = 0; j0 < n; j0 += kBr) {
-    const int64_t br = imin(kBr, n - j0);
-    if (!h.all) {
-      copy_doubles(h.P, h.nextP, SN);
-      copy_doubles(gr.R, gr.nextR, SN);
-    }
-    const int64_t kend = h.key_end(j0, br);
-    for (int64_t k0 = 0; k0 < kend; k0 += kBc) {
-      const Tile t{j0, br, k0, imin(kBc, kend - k0)};
-      forward_chain(h, t, h.S + 1, h.all ? nullptr : h.P, h.all ? nullptr : h.nextP);
-      fn(t, h.all ? nullptr : gr.nextR);
-    }
-    if (!h.all) {
-      double* swap = h.P;
-      h.P = h.nextP, h.nextP = swap;
-      swap = gr.R;
-      gr.R = gr.nextR, gr.nextR = swap;
-    }
-  }
+// Both chains of a tile of query block qb, the backward's down to level lo.
+template <class T>
+__device__ void chains(const Head<T>& h, const Grads<T>& gr, int64_t qb, const Tile& t, int lo, double* dc) {
+  forward_chain(h, t, h.S + 1, h.prefix(qb));
+  backward_chain(h, gr, t, lo, gr.prefix(h, qb), dc);
 }
 
-// CPU: backward_head, for head blockIdx.x.
+// ds = Σ_t dL^t + b^0 ⊙ (g^0 - ρ^0) of the tile after its chains down to level 0. Ends synchronized.
 template <class T>
-__global__ void __launch_bounds__(kBlock) tiled_backward_kernel(TiledArgs<T> a) {
-  Head<T> h = make_head(a, true);
-  const int64_t n = h.n, bh = blockIdx.x, QS = n * h.hs, SN = h.S * n;
-  Grads<T> gr;
-  gr.dO = a.gout + bh * QS, gr.O = a.out + bh * QS;
-  gr.dq = a.gq ? a.gq + bh * QS : nullptr;
-  gr.dk = a.gk ? a.gk + bh * QS : nullptr;
-  gr.dv = a.gv ? a.gv + bh * QS : nullptr;
-  gr.g = h.b + (h.S + 1) * kArea, gr.dL = gr.g + (h.S + 1) * kArea;
-  double* vecs = a.vecs + bh * tiled_vec_elems(n, a.S, true);
-  gr.rho = vecs, gr.E = gr.rho + (h.S + 1) * n, gr.R = gr.E + SN, gr.nextR = gr.R + SN;
-  h.P = gr.nextR + SN, h.nextP = h.P + SN;
-  zero_doubles(gr.rho, (h.S + 1) * n);
-  zero_doubles(gr.E, SN);
-  zero_doubles(gr.R, SN);
-  for (int64_t j = tid(); j < n; j += nthreads()) {  // ρ^S_j = <dB_j, B_j> = dO_j · O_j
-    double d = 0;
-    for (int64_t e = 0; e < h.hs; ++e)
-      d += static_cast<double>(gr.dO[j * h.hs + e]) * static_cast<double>(gr.O[j * h.hs + e]);
-    gr.rho[h.S * n + j] = d;
+__device__ void form_ds(const Head<T>& h, const Grads<T>& gr, const Tile& t) {
+  const int64_t cells = t.br * t.bc;
+  for (int64_t i = tid(); i < cells; i += nthreads()) {
+    const int64_t r = i / t.bc;
+    T d = h.b[i] * (h.g[i] - static_cast<T>(gr.rho[t.j0 + r]));
+    for (int lev = 1; lev <= h.S; ++lev) d += h.dL[lev * kArea + i];
+    h.ds[i] = d;
   }
   __syncthreads();
-  double dc = 0;  // ∂L/∂c of this head, kept by thread 0
-  for (int lev = h.S; lev >= 1; --lev) {
-    // E^lev: the column sums of dL^lev over every row (level lev-1 of E is read by no chain
-    // below lev, so it is summed in place from 0).
-    sweep(h, gr, [&](const Tile& t, double* nextR) {
-      backward_chain(h, gr, t, lev, nextR, false, dc);
-      const T* g = gr.g + lev * kArea;
-      const T* b = h.b + lev * kArea;
-      const double* rho = gr.rho + lev * n + t.j0;
-      double* E = gr.E + (lev - 1) * n + t.k0;
-      for (int64_t c = tid(); c < t.bc; c += nthreads())
-        for (int64_t r = 0; r < t.br; ++r)
-          E[c] += b[r * t.bc + c] * (g[r * t.bc + c] - static_cast<T>(rho[r]));
-      __syncthreads();
-    });
-    // ρ^{lev-1}: the row dots of g^{lev-1} with b^{lev-1} (summed in place from 0 likewise).
-    sweep(h, gr, [&](const Tile& t, double* nextR) {
-      backward_chain(h, gr, t, lev - 1, nextR, false, dc);
-      const T* g = gr.g + (lev - 1) * kArea;
-      const T* b = h.b + (lev - 1) * kArea;
-      if (tid() < t.br) {
-        const int64_t r = tid();
-        double d = 0;
-        for (int64_t c = 0; c < t.bc; ++c) d += static_cast<double>(g[r * t.bc + c] * b[r * t.bc + c]);
-        gr.rho[(lev - 1) * n + t.j0 + r] += d;
-      }
-      __syncthreads();
-    });
+}
+
+// ρ^S_j = <dB_j, B_j> = dO_j · O_j, one thread per (head, row).
+template <class T>
+__global__ void rho_top_kernel(TiledArgs<T> a) {
+  const int64_t n = a.n, hs = a.hs;
+  for (int64_t i = thread_id(); i < a.tiles * n; i += thread_count()) {
+    const int64_t bh = i / n, j = i - bh * n;
+    const T* dO = a.gout + i * hs;
+    const T* O = a.out + i * hs;
+    double d = 0;
+    for (int64_t e = 0; e < hs; ++e) d += static_cast<double>(dO[e]) * static_cast<double>(O[e]);
+    a.rho[bh * (a.S + 1) * n + a.S * n + j] = d;
   }
-  // ds = Σ_t dL^t + b^0 ⊙ (g^0 - ρ^0); dQ += scale ds K, dK += dsᵀ (scale Q), dV += b^Sᵀ dO.
-  const T sc = static_cast<T>(a.scale);
-  sweep(h, gr, [&](const Tile& t, double* nextR) {
-    backward_chain(h, gr, t, 0, nextR, true, dc);
-    const int64_t cells = t.br * t.bc;
-    for (int64_t i = tid(); i < cells; i += nthreads()) {
-      const int64_t r = i / t.bc;
-      T d = h.b[i] * (gr.g[i] - static_cast<T>(gr.rho[t.j0 + r]));
-      for (int lev = 1; lev <= h.S; ++lev) d += gr.dL[lev * kArea + i];
-      h.ds[i] = d;
+}
+
+// CPU: backward_all's E pass. Query block qb's part in the column sums of dL^lev, one thread per
+// column, rows in order: into an encoder's cells, or a decoder's slot of R (its prefixes, once
+// combined).
+template <class T>
+__global__ void __launch_bounds__(kBlock) dL_part_kernel(TiledArgs<T> a, int lev) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  const Grads<T> gr = make_grads(a, it.bh);
+  double* part = h.all ? a.cells + it.bh * tiled_cells_per_head(h.n, h.S, true) + it.qb * h.n
+                       : gr.R + (it.qb * h.S + lev - 1) * h.n;
+  zero_doubles(part, h.n);
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    chains(h, gr, it.qb, t, lev, static_cast<double*>(nullptr));
+    const T* g = h.g + lev * kArea;
+    const T* b = h.b + lev * kArea;
+    const double* rho = gr.rho + lev * h.n + t.j0;
+    for (int64_t c = tid(); c < t.bc; c += nthreads())
+      for (int64_t r = 0; r < t.br; ++r)
+        part[k0 + c] += b[r * t.bc + c] * (g[r * t.bc + c] - static_cast<T>(rho[r]));
+    __syncthreads();
+  }
+}
+
+// CPU: backward_all's ρ pass. ρ^lo of query block qb's rows: one thread per row, key tiles in order.
+template <class T>
+__global__ void __launch_bounds__(kBlock) rho_kernel(TiledArgs<T> a, int lo) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  const Grads<T> gr = make_grads(a, it.bh);
+  double acc = 0;
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    chains(h, gr, it.qb, t, lo, static_cast<double*>(nullptr));
+    const T* g = h.g + lo * kArea;
+    const T* b = h.b + lo * kArea;
+    if (tid() < t.br) {
+      const int64_t r = tid();
+      double d = 0;
+      for (int64_t c = 0; c < t.bc; ++c) d += static_cast<double>(g[r * t.bc + c] * b[r * t.bc + c]);
+      acc += d;
     }
     __syncthreads();
-    if (gr.dq)
-      tile_product(t.br, h.hs, t.bc, sc, h.ds, t.bc, int64_t{1}, h.k + t.k0 * h.hs, h.hs, int64_t{1}, true,
-                   gr.dq + t.j0 * h.hs, h.hs);
-    if (gr.dk)
+  }
+  if (tid() < h.rows(it.qb)) a.rho[it.bh * (h.S + 1) * h.n + lo * h.n + it.qb * kBr + tid()] = acc;
+}
+
+// CPU: backward_all's dQ pass. dQ += scale ds K over query block qb's key tiles (row-owned), and
+// the block's ∂L/∂c (kept by thread 0) into dc[bh nb + qb].
+template <class T>
+__global__ void __launch_bounds__(kBlock) dq_kernel(TiledArgs<T> a) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  const Grads<T> gr = make_grads(a, it.bh);
+  const T sc = static_cast<T>(a.scale);
+  double dc = 0;
+  for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
+    const Tile t = h.tile(it.qb, k0);
+    chains(h, gr, it.qb, t, 0, &dc);
+    if (!gr.dq) continue;
+    form_ds(h, gr, t);
+    tile_product(t.br, h.hs, t.bc, sc, h.ds, t.bc, int64_t{1}, h.k + t.k0 * h.hs, h.hs, int64_t{1}, true,
+                 gr.dq + t.j0 * h.hs, h.hs);
+    __syncthreads();
+  }
+  if (tid() == 0) a.dc[blockIdx.x] = dc;
+}
+
+// CPU: backward_all's dK, dV pass. Key block kb (blockIdx.x % nb) over the query blocks that
+// read it, top down (column-owned): dK += dsᵀ (scale Q), dV += b^Sᵀ dO.
+template <class T>
+__global__ void __launch_bounds__(kBlock) dkv_kernel(TiledArgs<T> a) {
+  const Item it = item_of(a);
+  const Head<T> h = make_head(a, it.bh);
+  const Grads<T> gr = make_grads(a, it.bh);
+  const int64_t k0 = it.qb * kBc;
+  for (int64_t qb = 0; qb < h.nb; ++qb) {
+    if (k0 >= h.key_end(qb)) continue;
+    const Tile t = h.tile(qb, k0);
+    chains(h, gr, qb, t, 0, static_cast<double*>(nullptr));
+    if (gr.dk) {
+      form_ds(h, gr, t);
       tile_product(t.bc, h.hs, t.br, T(1), h.ds, int64_t{1}, t.bc, h.q + t.j0 * h.hs, h.hs, int64_t{1}, true,
                    gr.dk + t.k0 * h.hs, h.hs);
+    }
     if (gr.dv)
       tile_product(t.bc, h.hs, t.br, T(1), h.b + h.S * kArea, int64_t{1}, t.bc, gr.dO + t.j0 * h.hs, h.hs,
                    int64_t{1}, true, gr.dv + t.k0 * h.hs, h.hs);
     __syncthreads();
-  });
-  if (tid() == 0) a.dc[bh] = dc;
+  }
+}
+
+template <class T>
+__global__ void scale_kernel(const T* q, T scale, int64_t N, T* out) {
+  for (int64_t i = thread_id(); i < N; i += thread_count()) out[i] = scale * q[i];
+}
+
+// One launch per (head, block) pass: tiles · nb blocks.
+template <class T>
+unsigned items(const TiledArgs<T>& a) {
+  return static_cast<unsigned>(a.tiles * a.nb);
+}
+
+// The column sums C^{τ+1} from lse^0..lse^τ: the blocks' parts, combined (a decoder's into its
+// P prefixes; the totals to colsum when save).
+template <class T>
+cudaError_t column_sums(const TiledArgs<T>& a, int tau, bool save) {
+  column_part_kernel<<<items(a), kBlock>>>(a, tau);
+  const int64_t per_head = tiled_cells_per_head(a.n, a.S, a.all);
+  T* col = save || a.all ? a.colsum + tau * a.tiles * a.n : nullptr;
+  combine_kernel<T><<<grid_for(a.tiles * a.n), kBlock>>>(a.cells + (a.all ? 0 : tau * a.n), per_head,
+                                                         a.all ? a.n : a.S * a.n, a.tiles, a.n, a.nb, !a.all,
+                                                         nullptr, 0, col);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
+// CPU twin: tiled_forward_t / forward_all, pass for pass.
 template <class T>
 cudaError_t launch_attention_tiled_forward(const TiledArgs<T>& a, T* out) {
-  tiled_forward_kernel<<<static_cast<unsigned>(a.tiles), kBlock>>>(a, out);
+  scale_kernel<<<grid_for(a.tiles * a.n * a.hs), kBlock>>>(a.q, static_cast<T>(a.scale), a.tiles * a.n * a.hs,
+                                                           a.qs);
+  for (int tau = 0; tau <= a.S; ++tau) {
+    row_stats_kernel<<<items(a), kBlock>>>(a, tau);
+    if (tau < a.S)
+      if (const cudaError_t e = column_sums(a, tau, true); e != cudaSuccess) return e;
+  }
+  output_kernel<<<items(a), kBlock>>>(a, out);
   return cudaGetLastError();
 }
 
+// CPU twin: tiled_backward_t / backward_all, pass for pass.
 template <class T>
 cudaError_t launch_attention_tiled_backward(const TiledArgs<T>& a) {
-  tiled_backward_kernel<<<static_cast<unsigned>(a.tiles), kBlock>>>(a);
+  scale_kernel<<<grid_for(a.tiles * a.n * a.hs), kBlock>>>(a.q, static_cast<T>(a.scale), a.tiles * a.n * a.hs,
+                                                           a.qs);
+  if (!a.all)
+    for (int tau = 0; tau < a.S; ++tau)
+      if (const cudaError_t e = column_sums(a, tau, false); e != cudaSuccess) return e;
+  rho_top_kernel<<<grid_for(a.tiles * a.n), kBlock>>>(a);
+  const int64_t SN = int64_t{a.S} * a.n;
+  for (int lev = a.S; lev >= 1; --lev) {
+    dL_part_kernel<<<items(a), kBlock>>>(a, lev);
+    combine_kernel<T><<<grid_for(a.tiles * a.n), kBlock>>>(
+        a.all ? a.cells : a.R + (lev - 1) * a.n, a.all ? tiled_cells_per_head(a.n, a.S, true) : a.nb * SN,
+        a.all ? a.n : SN, a.tiles, a.n, a.nb, !a.all, a.E + (lev - 1) * a.n, SN, static_cast<T*>(nullptr));
+    rho_kernel<<<items(a), kBlock>>>(a, lev - 1);
+  }
+  dq_kernel<<<items(a), kBlock>>>(a);
+  if (a.gk || a.gv) dkv_kernel<<<items(a), kBlock>>>(a);
   return cudaGetLastError();
 }
 
