@@ -23,7 +23,10 @@
 # (default "bert-mini bert-medium gpt2-mini gpt2-medium"), SEQS (default "128 512"),
 # COMPILE=0 (skip the torch.compile entries), SDPA=1 (also PyTorch eager with
 # F.scaled_dot_product_attention, HF's default attention: one more column), GATHER=1 (BERT:
-# PyTorch's MLM head on the masked positions only), ENTRY_TIMEOUT (s, default 120),
+# PyTorch's MLM head on the masked positions only), TORCH_BP=1 (also PyTorch's BP-High as plain
+# tensor ops, bench_pytorch.py --attention bp_high, eager and, with COMPILE=1, compiled: the
+# columns saobp bp_high is compared with), BF16=1 (every PyTorch entry under bf16 autocast,
+# --bf16; saobp stays f32), ENTRY_TIMEOUT (s, default 120),
 # COMPILE_TIMEOUT (s, default 240), TORCH_ARGS (more bench_pytorch.py arguments), TORCH_DEVICE
 # (default cuda; cpu only to try this script on a machine without a GPU). With the defaults it is meant to take about 4 minutes on
 # an H200 (16 eager entries of 25 steps, 8 compilations).
@@ -46,6 +49,8 @@ SEQS=${SEQS:-128 512}
 COMPILE=${COMPILE:-1}
 SDPA=${SDPA:-0}
 GATHER=${GATHER:-0}
+TORCH_BP=${TORCH_BP:-0}
+BF16=${BF16:-0}
 ENTRY_TIMEOUT=${ENTRY_TIMEOUT:-120}
 COMPILE_TIMEOUT=${COMPILE_TIMEOUT:-240}
 dir=${BENCH_DIR:-$(dirname "$table")/bench_gpu}
@@ -54,6 +59,7 @@ rm -f "$dir"/*.json "$dir"/*.log "$dir"/*.rc
 steps=(--warmup "$WARMUP" --steps "$STEPS")
 read -r -a torch_extra <<<"${TORCH_ARGS:-}"
 [[ $GATHER == 1 ]] && torch_extra+=(--gather)
+[[ $BF16 == 1 ]] && torch_extra+=(--bf16)
 
 if [[ ! -x $SAOBP ]]; then
   echo "bench_gpu: $SAOBP not found; build it first (tools/gpu_check.sh, or cmake -DSAOBP_CUDA=ON -B build-cuda)" >&2
@@ -86,9 +92,9 @@ except Exception: print("(none)")' 2>&1 | tail -1
 cat "$dir/machine.txt"
 
 render() {
-  "$PY" - "$dir" "$table" "$CONFIGS" "$SEQS" "$COMPILE" "$SDPA" "$GATHER" "$WARMUP" "$STEPS" <<'EOF'
+  "$PY" - "$dir" "$table" "$CONFIGS" "$SEQS" "$COMPILE" "$SDPA" "$GATHER" "$WARMUP" "$STEPS" "$TORCH_BP" "$BF16" <<'EOF'
 import json, os, sys
-d, table, configs, seqs, compile_, sdpa, gather, warmup, steps = sys.argv[1:]
+d, table, configs, seqs, compile_, sdpa, gather, warmup, steps, torch_bp, bf16 = sys.argv[1:]
 configs, seqs = configs.split(), seqs.split()
 
 def load(name):
@@ -118,8 +124,14 @@ if sdpa == "1":
     kinds.append(("torch-sdpa", "torch eager sdpa"))
 if compile_ == "1":
     kinds.append(("torch-compile", "torch compile"))
+if torch_bp == "1":
+    kinds.append(("torch-bp_high", "torch bp_high eager"))
+    if compile_ == "1":
+        kinds.append(("torch-bp_high-compile", "torch bp_high compile"))
 head = ["model", "T"] + [f"{label} tok/s (ms/step)" for _, label in kinds]
 head += ["saobp original / torch eager tok/s", "saobp bp_high / original step time"]
+if torch_bp == "1":
+    head.append("saobp bp_high / torch bp_high " + ("compile" if compile_ == "1" else "eager") + " tok/s")
 head += [f"peak GiB {label}" for _, label in kinds]
 if compile_ == "1":
     head.append("torch compile s")
@@ -132,6 +144,9 @@ for c in configs:
         so, te, sb = got["saobp-original"][0], got["torch-eager"][0], got["saobp-bp_high"][0]
         row.append(f"{so['tokens_per_s'] / te['tokens_per_s']:.2f}x" if so and te else "-")
         row.append(f"{sb['ms_per_step_median'] / so['ms_per_step_median']:.2f}x" if so and sb else "-")
+        if torch_bp == "1":
+            tb = got["torch-bp_high-compile" if compile_ == "1" else "torch-bp_high"][0]
+            row.append(f"{sb['tokens_per_s'] / tb['tokens_per_s']:.2f}x" if sb and tb else "-")
         row += [peak(*got[k]) for k, _ in kinds]
         if compile_ == "1":
             j = got["torch-compile"][0]
@@ -148,7 +163,7 @@ if dev:
     lines.append(f"Device: {dev['device_name']} ({dev['device']}, compute capability {dev.get('capability')}, "
                  f"{dev.get('memory_gib', 0):.0f} GiB); driver {dev.get('driver')} (CUDA {dev.get('driver_cuda_version')}); "
                  f"torch {dev['torch']} built with CUDA {dev.get('cuda_version')}, cuDNN {dev.get('cudnn_version')}.")
-lines.append(f"f32, TF32 off on both sides; {warmup} warm-up + {steps} timed steps, median step; B as in each config; "
+lines.append(("saobp f32, PyTorch bf16 autocast (--bf16)" if bf16 == "1" else "f32") + f", TF32 off on both sides; {warmup} warm-up + {steps} timed steps, median step; B as in each config; "
              f"PyTorch: AdamW(fused=True), BERT MLM head on {'the masked positions (--gather)' if gather == '1' else 'every position (HF)'}; "
              f"peak = most bytes of live tensors (saobp allocator / torch.cuda.max_memory_allocated).")
 lines.append("")
@@ -194,6 +209,7 @@ for c in $CONFIGS; do
         --json "$dir/$c-T$T-saobp-$attention.json"
     done
     torch_bench "$c-T$T-torch-eager" "$ENTRY_TIMEOUT" "$c" "$T"
+    [[ $TORCH_BP == 1 ]] && torch_bench "$c-T$T-torch-bp_high" "$ENTRY_TIMEOUT" "$c" "$T" --attention bp_high
     [[ $SDPA == 1 ]] && torch_bench "$c-T$T-torch-sdpa" "$ENTRY_TIMEOUT" "$c" "$T" --sdpa
     render >/dev/null
   done
@@ -202,6 +218,7 @@ if [[ $COMPILE == 1 ]]; then
   for c in $CONFIGS; do
     for T in $SEQS; do
       torch_bench "$c-T$T-torch-compile" "$COMPILE_TIMEOUT" "$c" "$T" --compile
+      [[ $TORCH_BP == 1 ]] && torch_bench "$c-T$T-torch-bp_high-compile" "$COMPILE_TIMEOUT" "$c" "$T" --compile --attention bp_high
       render >/dev/null
     done
   done

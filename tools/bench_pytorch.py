@@ -3,7 +3,8 @@
 same way, so that tools/compare.sh can print saobp's speed as a ratio of PyTorch's.
 
     python3 tools/bench_pytorch.py CONFIG [section.key=value ...] [--gather | --finetune glue/sst2]
-                                   [--device cpu|cuda[:N]] [--compile] [--sdpa]
+                                   [--device cpu|cuda[:N]] [--compile] [--sdpa] [--bf16]
+                                   [--attention original|bp_high|bp_low]
                                    [--warmup N] [--steps N] [--json FILE] [--saobp build/saobp]
 
 The run config is resolved by saobp itself (`saobp bench CONFIG ... --print-config` prints the
@@ -35,10 +36,18 @@ warmup-cosine lr), zero_grad. Batches (pretraining): the synthetic source's shap
 data.mlm_probability); --finetune: the rows above. Threads:
 train.threads, or the number of usable cores when 0 (OpenMP's default, which saobp uses).
 
-PyTorch only uses the attention variant `original`: it is the baseline saobp's variants are
-compared against. Its attention is written out (matmul, mask, softmax, matmul: HF's "eager"
-attention); --sdpa uses F.scaled_dot_product_attention instead (HF's default "sdpa"
+Attention: `original` by default, the baseline saobp's variants are compared against, whatever
+the config's model.attention. Its attention is written out (matmul, mask, softmax, matmul: HF's
+"eager" attention); --sdpa uses F.scaled_dot_product_attention instead (HF's default "sdpa"
 attention; the key mask, and for GPT-2 the causal mask, as one additive attn_mask; no dropout).
+--attention bp_high (or bp_low) is SAOBP written as plain tensor ops (saobp_beliefs below), with
+the config's bp_steps, lambda / layer_lambdas, learnable_lambda and leaky_bp: what a researcher
+would write in PyTorch, and what torch.compile gets to fuse (issue 23's baseline for bp_high).
+tests/tools/check_torch_saobp.py checks it against `saobp explain`.
+
+--bf16: the forward and loss under torch.autocast(dtype=torch.bfloat16) (bf16 GEMMs with f32
+accumulation, softmax, LayerNorm and the loss in f32 as autocast casts them), f32 weights,
+gradients and AdamW state: PyTorch's mixed precision. With --device cuda only.
 
 --device cpu (the default) is the CPU bench above, unchanged. --device cuda (or cuda:N): the
 GPU twin of `saobp bench ... train.device=cuda` (tools/bench_gpu.sh runs both):
@@ -89,19 +98,69 @@ import torch.nn.functional as F
 CLS, SEP, MASK, FIRST_REGULAR = 2, 3, 4, 5
 
 
+# ---------------------------------------------------------------------------------- SAOBP
+def masked_softmax(x, allowed):
+    """softmax of x over the allowed entries of each row; 0 elsewhere (a row with no allowed entry: 0)."""
+    p = torch.softmax(x.masked_fill(~allowed, float("-inf")), dim=-1)
+    return torch.where(allowed, p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+
+def saobp_beliefs(s, allowed, sender, c, steps, causal):
+    """SAOBP's refined attention from the scaled scores s [B, NH, T, T] (docs/saobp-gradients.md
+    §2-§4) in plain tensor ops, autograd doing the backward: A = softmax(s), then `steps` times
+    F_ik = log(1 - c A_ik) over the sender rows i, G_jk = Σ_{sender i != j} F_ik (causal: i < j,
+    an exclusive prefix down the rows), A = softmax(s + G). allowed [B or 1, 1 or NH, T, T] bool:
+    key k is a token (and k <= j when causal); sender [B, 1, T, 1]: row i is a token; c [NH]."""
+    b = masked_softmax(s, allowed)
+    cc = c.view(1, -1, 1, 1)
+    for _ in range(steps):
+        F_ = torch.log1p(-cc * b) * sender
+        G = torch.cumsum(F_, dim=-2) - F_ if causal else F_.sum(dim=-2, keepdim=True) - F_
+        b = masked_softmax(s + G, allowed)
+    return b
+
+
+class SaobpAttention(nn.Module):
+    """The Potts variants' λ of one layer (one per head; a parameter when model.learnable_lambda)
+    and the refinement of the scores."""
+
+    def __init__(self, NH, bp):
+        super().__init__()
+        lam = torch.full((NH,), float(bp["lambda"]))
+        self.lam = nn.Parameter(lam, requires_grad=bp["learnable"])
+        self.high, self.steps, self.leak = bp["variant"] == "bp_high", bp["steps"], bp["leak"]
+
+    def forward(self, s, allowed, sender, causal):
+        c = -torch.expm1(-self.lam) if self.high else -torch.expm1(self.lam)  # formulas.h potts_c
+        return saobp_beliefs(s, allowed, sender, c, self.steps, causal and not self.leak)
+
+
+def bp_settings(m, variant):
+    """The BP variants' settings of each layer from the resolved model config."""
+    lams = m.get("layer_lambdas") or [m["lambda"]] * m["layers"]
+    return [{"variant": variant, "lambda": lams[i], "steps": m["bp_steps"], "learnable": m["learnable_lambda"],
+             "leak": m.get("leaky_bp", False)} for i in range(m["layers"])]
+
+
 # ----------------------------------------------------------------------------------- BERT
 class BertSelfAttention(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, bp=None):
         super().__init__()
         self.NH, self.HS = NH, C // NH
         self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
         self.sdpa = False  # --sdpa
+        self.bp = SaobpAttention(NH, bp) if bp else None  # --attention bp_high / bp_low
 
     def forward(self, x, ext_mask):
         B, T, C = x.shape
         q = self.query(x).view(B, T, self.NH, self.HS).transpose(1, 2)
         k = self.key(x).view(B, T, self.NH, self.HS).transpose(1, 2)
         v = self.value(x).view(B, T, self.NH, self.HS).transpose(1, 2)
+        if self.bp is not None:  # ext_mask [B, 1, 1, T] is 0 on the tokens
+            tokens = ext_mask == 0
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
+            b = self.bp(s, tokens, tokens.transpose(-1, -2).to(s.dtype), False)
+            return torch.matmul(b, v).transpose(1, 2).reshape(B, T, C)
         if self.sdpa:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=ext_mask).transpose(1, 2).reshape(B, T, C)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS) + ext_mask
@@ -110,9 +169,9 @@ class BertSelfAttention(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, C, NH, p):
+    def __init__(self, C, NH, p, bp=None):
         super().__init__()
-        self.self = BertSelfAttention(C, NH)
+        self.self = BertSelfAttention(C, NH, bp)
         self.output = nn.Module()
         self.output.dense, self.output.LayerNorm = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
         self.drop = nn.Dropout(p)
@@ -122,9 +181,9 @@ class BertAttention(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, C, NH, I, p):
+    def __init__(self, C, NH, I, p, bp=None):
         super().__init__()
-        self.attention = BertAttention(C, NH, p)
+        self.attention = BertAttention(C, NH, p, bp)
         self.intermediate = nn.Module()
         self.intermediate.dense = nn.Linear(C, I)
         self.output = nn.Module()
@@ -138,14 +197,15 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):  # HF's BertModel without its pooler: embeddings and the blocks
-    def __init__(self, m):
+    def __init__(self, m, bp=None):
         super().__init__()
         C, V, p = m["hidden"], m["vocab_size"], m["dropout"]
+        bp = bp or [None] * m["layers"]
         self.word_embeddings = nn.Embedding(V, C)
         self.position_embeddings = nn.Embedding(m["max_positions"], C)
         self.token_type_embeddings = nn.Embedding(2, C)
         self.emb_ln, self.emb_drop = nn.LayerNorm(C, eps=1e-12), nn.Dropout(p)
-        self.layer = nn.ModuleList(BertLayer(C, m["heads"], m["intermediate"], p) for _ in range(m["layers"]))
+        self.layer = nn.ModuleList(BertLayer(C, m["heads"], m["intermediate"], p, bp[i]) for i in range(m["layers"]))
 
     def encode(self, ids, key_mask, type_ids=None):
         B, T = ids.shape
@@ -160,8 +220,8 @@ class BertEncoder(nn.Module):  # HF's BertModel without its pooler: embeddings a
 
 
 class BertForMaskedLM(BertEncoder):
-    def __init__(self, m):
-        super().__init__(m)
+    def __init__(self, m, bp=None):
+        super().__init__(m, bp)
         C, V = m["hidden"], m["vocab_size"]
         self.transform_dense, self.transform_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=1e-12)
         self.decoder_bias = nn.Parameter(torch.zeros(V))
@@ -185,8 +245,8 @@ class BertForSequenceClassification(BertEncoder):
     """HF's BertForSequenceClassification: bert.pooler (dense + tanh on the [CLS] state), dropout
     (classifier_dropout None: hidden_dropout_prob), classifier; cross-entropy (K > 1 labels)."""
 
-    def __init__(self, m, labels):
-        super().__init__(m)
+    def __init__(self, m, labels, bp=None):
+        super().__init__(m, bp)
         C = m["hidden"]
         self.pooler_dense, self.cls_drop = nn.Linear(C, C), nn.Dropout(m["dropout"])
         self.classifier = nn.Linear(C, labels)
@@ -209,7 +269,7 @@ class Conv1D(nn.Module):  # HF's Conv1D: x @ W + b with W [in, out]
 
 
 class GPT2Block(nn.Module):
-    def __init__(self, C, NH, I, p):
+    def __init__(self, C, NH, I, p, bp=None):
         super().__init__()
         self.NH, self.HS = NH, C // NH
         self.ln_1, self.ln_2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
@@ -217,12 +277,18 @@ class GPT2Block(nn.Module):
         self.c_fc, self.mlp_proj = Conv1D(C, I), Conv1D(I, C)
         self.resid_drop, self.mlp_drop = nn.Dropout(p), nn.Dropout(p)
         self.sdpa = False  # --sdpa
+        self.bp = SaobpAttention(NH, bp) if bp else None  # --attention bp_high / bp_low
 
     def forward(self, x, ext_mask, causal):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.NH, self.HS).transpose(1, 2) for t in (q, k, v))
-        if self.sdpa:  # ext_mask: the causal and key masks as one additive [B, 1, T, T] mask
+        if self.bp is not None:  # ext_mask [B, 1, 1, T]: the key mask's term, 0 on the tokens
+            tokens = ext_mask == 0
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
+            b = self.bp(s, causal & tokens, tokens.transpose(-1, -2).to(s.dtype), True)
+            a = torch.matmul(b, v).transpose(1, 2).reshape(B, T, C)
+        elif self.sdpa:  # ext_mask: the causal and key masks as one additive [B, 1, T, T] mask
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=ext_mask).transpose(1, 2).reshape(B, T, C)
         else:
             s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.HS)
@@ -234,12 +300,13 @@ class GPT2Block(nn.Module):
 
 
 class GPT2LMHeadModel(nn.Module):
-    def __init__(self, m):
+    def __init__(self, m, bp=None):
         super().__init__()
         C, V, p = m["hidden"], m["vocab_size"], m["dropout"]
+        bp = bp or [None] * m["layers"]
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(m["max_positions"], C)
         self.drop = nn.Dropout(p)
-        self.h = nn.ModuleList(GPT2Block(C, m["heads"], m["intermediate"], p) for _ in range(m["layers"]))
+        self.h = nn.ModuleList(GPT2Block(C, m["heads"], m["intermediate"], p, bp[i]) for i in range(m["layers"]))
         self.ln_f = nn.LayerNorm(C, eps=1e-5)
         init_weights(self)
 
@@ -258,6 +325,8 @@ class GPT2LMHeadModel(nn.Module):
 
 def init_weights(model):
     for name, p in model.named_parameters():
+        if name.endswith(".lam"):  # SAOBP's λ keeps the config's value
+            continue
         if p.dim() >= 2:
             nn.init.normal_(p, 0.0, 0.02)
         elif "ln" in name.lower() or "layernorm" in name.lower():
@@ -419,6 +488,11 @@ def main():
                     "(default mode); compilation happens in the warm-up steps and is reported apart")
     ap.add_argument("--sdpa", action="store_true", help="attention by F.scaled_dot_product_attention (HF's sdpa) "
                     "instead of the written-out matmul/softmax (HF's eager)")
+    ap.add_argument("--attention", default="original", choices=["original", "bp_high", "bp_low"],
+                    help="original (default, whatever the config says) or SAOBP as plain tensor ops with the "
+                    "config's bp_steps, lambda, learnable_lambda and leaky_bp")
+    ap.add_argument("--bf16", action="store_true", help="mixed precision: forward and loss under "
+                    "torch.autocast(dtype=torch.bfloat16); f32 weights, gradients and AdamW state")
     a = ap.parse_args()
     if a.steps < 20:
         ap.error("--steps must be at least 20")
@@ -435,6 +509,10 @@ def main():
         ap.error(f"--finetune {a.finetune}: only glue/sst2 (BERT sequence classification) is timed")
     if a.finetune and a.gather:
         ap.error("--gather is the MLM head's; --finetune has a classification head")
+    if a.bf16 and not a.device.startswith("cuda"):
+        ap.error("--bf16 is for --device cuda (CUDA autocast; Debian's torch 1.13 CPU autocast has no bf16 LayerNorm)")
+    if a.sdpa and a.attention != "original":
+        ap.error(f"--sdpa is softmax attention; --attention {a.attention} is written out")
     dev, gpu = (setup_cuda(a.device), None) if cuda else (None, None)  # before anything else: fail fast
     toml = subprocess.run([a.saobp, "bench", a.config, *a.overrides, "--print-config"], check=True,
                           capture_output=True, text=True).stdout
@@ -464,10 +542,11 @@ def main():
     family, B, T, accum = m["family"], t["batch_size"], t["seq_len"], t["grad_accum"]
     if a.finetune and family != "bert":
         sys.exit(f"bench_pytorch: --finetune {a.finetune} needs a BERT config (model.family is {family})")
+    bp = bp_settings(m, a.attention) if a.attention != "original" else None
     if a.finetune:
-        model = BertForSequenceClassification(m, 2)
+        model = BertForSequenceClassification(m, 2, bp)
     else:
-        model = BertForMaskedLM(m) if family == "bert" else GPT2LMHeadModel(m)
+        model = BertForMaskedLM(m, bp) if family == "bert" else GPT2LMHeadModel(m, bp)
     if a.sdpa:
         for mod in model.modules():
             if hasattr(mod, "sdpa"):
@@ -489,14 +568,18 @@ def main():
     mode = ("gather (head at masked positions)" if a.gather else "HF (head at all positions)") if family == "bert" else ""
     if a.finetune:
         mode = f"fine-tuning {a.finetune} (BertForSequenceClassification, 2 labels; rows of T tokens, no padding)"
-    print(f"  {family} {m['preset']} ({n_params} parameters), attention original (PyTorch baseline), B={B} T={T} "
-          f"grad_accum={accum} ({B * T * accum} tokens/step), {threads} threads, f32 {mode}")
+    attention = ("original (PyTorch baseline)" if a.attention == "original" else
+                 f"{a.attention} as plain tensor ops ({m['bp_steps']} BP step(s), λ {m['lambda']}"
+                 + (", learnable" if m["learnable_lambda"] else "") + (", leaky" if m.get("leaky_bp") else "") + ")")
+    precision = "bf16 autocast" if a.bf16 else "f32"
+    print(f"  {family} {m['preset']} ({n_params} parameters), attention {attention}, B={B} T={T} "
+          f"grad_accum={accum} ({B * T * accum} tokens/step), {threads} threads, {precision} {mode}")
     if cuda or a.compile or a.sdpa:
         print(f"  on {dev if cuda else 'cpu'}: {'torch.compile (default mode) of the loss function' if a.compile else 'eager'}, "
               f"attention {'F.scaled_dot_product_attention' if a.sdpa else 'written out (matmul, softmax)'}, "
               f"AdamW {'fused=True' if cuda else 'default (for-loop)'}, clip_grad_norm_ default")
-    if m["attention"] != "original":
-        print(f"  note: the config asks for attention {m['attention']}; PyTorch runs the standard attention")
+    if m["attention"] != a.attention:
+        print(f"  note: the config asks for attention {m['attention']}; this run uses {a.attention} (--attention)")
 
     g = torch.Generator().manual_seed(t["seed"])
     times, loss = [], 0.0
@@ -522,7 +605,8 @@ def main():
             ev0.record()
         loss_sum = 0.0
         for ids, labels, key_mask in batches:
-            l = loss_fn(ids, key_mask, labels, a.gather)
+            with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                l = loss_fn(ids, key_mask, labels, a.gather)
             loss_sum += l.item()
             (l / accum).backward()
         if t["grad_clip"] > 0:
@@ -568,7 +652,8 @@ def main():
                        "ms_per_step_max": 1e3 * max(times), "tokens_per_s": tokens / med, "loss": loss,
                        "steal_fraction": steal, "others_fraction": others,
                        "device": str(dev) if cuda else "cpu", "compile": a.compile, "compile_s": compile_s,
-                       "sdpa": a.sdpa, "optimizer": "AdamW(fused=True)" if cuda else "AdamW",
+                       "sdpa": a.sdpa, "attention": a.attention, "precision": "bf16" if a.bf16 else "f32",
+                       "optimizer": "AdamW(fused=True)" if cuda else "AdamW",
                        "tf32": False if cuda else None, "peak_device_memory_gib": peak,
                        "peak_device_memory_reserved_gib": reserved, **(gpu or {})}, f, indent=2)
 
