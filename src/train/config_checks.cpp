@@ -84,12 +84,26 @@ void check_run_size(const RunConfig& c, const ConfigOrigins& origins, FitCheck f
     }
   }
   const double params = static_cast<double>(r.param_bytes), acts = static_cast<double>(r.activation_bytes);
-  if (phys > 0 && params + acts > phys)
+  if (phys > 0 && params + acts > phys) {
+    // Where the attention maps are what does not fit, the tiled kernels may: say so, with their estimate.
+    std::string hint;
+    const AttentionSpec& a = m.attention;
+    if (!a.tiled && a.variant != AttnVariant::bp_elemmul && !a.skip_sinky_heads) {
+      RunConfig tiled = c;
+      tiled.model.attention.tiled = true;
+      const RunMemory rt = run_memory_estimate(tiled);
+      if (rt.activation_bytes >= 0 && params + static_cast<double>(rt.activation_bytes) <= phys)
+        hint = fmt::format(
+            "; with model.tiled=true (the attention kernels in O(T) memory per head) it needs about {:.1f} "
+            "GiB",
+            (params + static_cast<double>(rt.activation_bytes)) / kGiB);
+    }
     fail("config",
          "{}{}: this run needs about {:.1f} GiB ({:.1f} GiB of parameters, gradients and AdamW moments, "
-         "{:.1f} GiB of activations of one micro-batch), more than {} {:.1f} GiB of memory ({})",
+         "{:.1f} GiB of activations of one micro-batch), more than {} {:.1f} GiB of memory ({}){}",
          at(params > acts ? model_key : batch_key), params > acts ? model_key : batch_key,
-         (params + acts) / kGiB, params / kGiB, acts / kGiB, where, phys / kGiB, sizes);
+         (params + acts) / kGiB, params / kGiB, acts / kGiB, where, phys / kGiB, sizes, hint);
+  }
 }
 
 }  // namespace

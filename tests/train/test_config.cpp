@@ -223,6 +223,25 @@ TEST_CASE("config sizes are bounded: overflow, memory estimate, threads", "[conf
               Contains("train.seq_len: "));
   CHECK_ERROR(load_config(write_temp("layers.toml", "[model]\npreset = \"custom\"\nlayers = 1000000000\n")),
               Contains("layers.toml:3:") && Contains("model.layers"));
+  // A run refused for its attention maps hears of model.tiled, with that run's estimate, when
+  // that estimate fits this machine (a T of 65536: 550 GiB of maps materialized).
+  const std::vector<std::string> long_run = {"model.vocab_size=1000", "train.seq_len=65536",
+                                             "model.max_positions=65536", "train.batch_size=1"};
+  RunConfig tiled = load_config(shipped("gpt2-mini.toml"), long_run, FitCheck::no);
+  tiled.model.attention.tiled = true;
+  const RunMemory tm = run_memory_estimate(tiled);
+  const bool tiled_fits = tm.param_bytes + tm.activation_bytes <= physical_memory_bytes();
+  INFO("tiled estimate " << (tm.param_bytes + tm.activation_bytes) / double(1 << 30) << " GiB");
+  if (tiled_fits)
+    CHECK_ERROR(load_config(shipped("gpt2-mini.toml"), long_run),
+                Contains("this run needs about") && Contains("with model.tiled=true") && Contains("GiB"));
+  else
+    CHECK_ERROR(load_config(shipped("gpt2-mini.toml"), long_run),
+                Contains("this run needs about") && !Contains("model.tiled"));
+  std::vector<std::string> elemmul = long_run;  // no tiled form: no hint
+  elemmul.push_back("model.attention=bp_elemmul");
+  CHECK_ERROR(load_config(shipped("gpt2-mini.toml"), elemmul),
+              Contains("this run needs about") && !Contains("model.tiled"));
   // The estimate bounds the real parameter count (16 bytes each: value, gradient, two moments).
   const RunConfig mini = load_config(shipped("bert-mini.toml"));
   BertForMaskedLM probe(encoder_config(mini), 1);
