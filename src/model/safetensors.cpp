@@ -102,9 +102,6 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-// bfloat16 is the top half of a binary32.
-float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
 // Parses the header, remembering the first duplicate key (nlohmann keeps the last silently).
 ojson parse_header(const std::string& path, std::string_view text) {
   std::vector<std::set<std::string>> keys;  // one set per open object
@@ -329,7 +326,7 @@ SafetensorsFile load(const std::string& path, bool widen) {
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, buffer + e.begin + 2 * static_cast<uint64_t>(i), 2);  // little-endian host
-        dst[i] = e.half == Half::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+        dst[i] = e.half == Half::f16 ? f16_to_f32(h) : bf16_value(h);         // bf16_value: tensor/bf16.h
       }
     }
     out.tensors.push_back({e.name, std::move(t)});

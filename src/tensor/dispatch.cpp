@@ -25,6 +25,9 @@ void cast(const Tensor& src, Tensor& dst) {
   require_same_device("cast", dst, {&src});
   if (src.numel() != dst.numel() || !src.is_contiguous() || !dst.is_contiguous())
     fail("cast", "cast from {} to {} needs contiguous tensors of equal size", src.str(), dst.str());
+  if ((src.dtype() == DType::bf16) != (dst.dtype() == DType::bf16) &&
+      (src.dtype() != DType::f32 && dst.dtype() != DType::f32))
+    fail("cast", "bf16 converts to and from f32 only: cast from {} to {}", src.str(), dst.str());
   SAOBP_ON_DEVICE(dst, cast, src, dst);
 }
 

@@ -4,10 +4,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tensor/bf16.h"
+
 namespace saobp {
 
 // f32 is the training type, f64 the gradient-check type, i32 holds token ids and targets, u8
-// holds boolean masks (1 = allowed / kept). bf16 is reserved for the GPU backend.
+// holds boolean masks (1 = allowed / kept). bf16 (tensor/bf16.h) is the GPU's mixed-precision
+// storage type: for now a tensor converts to and from f32 (kern::cast) on either device, and no
+// other kernel takes it.
 enum class DType : uint8_t { f32, f64, i32, u8, bf16 };
 
 constexpr size_t dtype_size(DType t) {
@@ -45,6 +49,10 @@ struct dtype_of<int32_t> {
 template <>
 struct dtype_of<uint8_t> {
   static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::bf16;
 };
 
 enum class DeviceType : uint8_t { cpu, cuda };

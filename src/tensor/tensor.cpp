@@ -198,6 +198,7 @@ template float* Tensor::data() const;
 template double* Tensor::data() const;
 template int32_t* Tensor::data() const;
 template uint8_t* Tensor::data() const;
+template bf16* Tensor::data() const;
 
 // ---------------------------------------------------------------- views
 

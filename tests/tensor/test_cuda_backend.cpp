@@ -176,6 +176,26 @@ TEST_CASE("cuda cast between every pair of dtypes", "[cuda]") {
     }
 }
 
+TEST_CASE("cuda bf16 casts give the CPU's bits", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  // Normal values, ties, subnormals, overflow to inf, NaN: f32 -> bf16 -> f32 on both devices.
+  Tensor src = uniform({5, 1000}, DType::f32, -3e38, 3e38, 9);
+  float* p = src.data<float>();
+  const uint32_t special[] = {0x3F808000, 0x3F818000, 0x00008000, 0x00018000,
+                              0x7F7FFFFF, 0x7FC00000, 0xFF800001};
+  for (size_t i = 0; i < std::size(special); ++i) std::memcpy(p + i, &special[i], sizeof(float));
+  for (int i = 100; i < 600; ++i) p[i] *= 1e-40f;  // subnormal and small
+  const Tensor hc = src.to(DType::bf16), hg = gpu(src).to(DType::bf16);
+  CHECK(bitwise_equal(hc, hg));
+  CHECK(bitwise_equal(hc.to(DType::f32), hg.to(DType::f32)));
+  Tensor copied = Tensor::empty(hc.shape(), DType::bf16, kGpu);  // bf16 -> bf16 copies the bits
+  kern::cast(gpu(hc), copied);
+  CHECK(bitwise_equal(hc, copied));
+}
+
 TEST_CASE("cuda fill_random draws the CPU's Philox numbers", "[cuda]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");

@@ -1,5 +1,8 @@
 // Tensor: creation, metadata, views (shared storage, strides), copies, broadcasting and the
 // errors of bad geometry.
+#include <bit>
+#include <cmath>
+
 #include "support.h"
 #include "tensor/device_info.h"
 
@@ -291,4 +294,42 @@ TEST_CASE("check helpers name the op", "[tensor]") {
               Contains("[myop]") && Contains("weight") && Contains("[3, 2]") && Contains("[2, 3]"));
   CHECK_ERROR(check_shape(Tensor(), {1}, "myop", "bias"), Contains("undefined"));
   CHECK_ERROR(check_dtype(x, DType::i32, "myop", "ids"), Contains("[myop]") && Contains("i32"));
+}
+
+TEST_CASE("bf16: round to nearest even, inf past the largest, NaN kept, exact widening", "[tensor]") {
+  const auto f = [](uint32_t u) { return std::bit_cast<float>(u); };
+  // (binary32 bits, bf16 bits): exact, ties to even both ways, above and below a tie, signed
+  // zero, infinities, rounding past the largest finite bf16 to inf and just below it to it,
+  // subnormals (ties to even too), quiet and signaling NaNs of both signs made quiet.
+  const std::vector<std::pair<uint32_t, uint16_t>> cases = {
+      {0x3F800000, 0x3F80}, {0x3F808000, 0x3F80}, {0x3F818000, 0x3F82}, {0x3F808001, 0x3F81},
+      {0x3F807FFF, 0x3F80}, {0x80000000, 0x8000}, {0xBF808000, 0xBF80}, {0x7F800000, 0x7F80},
+      {0xFF800000, 0xFF80}, {0x7F7FFFFF, 0x7F80}, {0x7F7F7FFF, 0x7F7F}, {0x00000001, 0x0000},
+      {0x00008000, 0x0000}, {0x00018000, 0x0002}, {0x7FC00000, 0x7FC0}, {0x7F800001, 0x7FC0},
+      {0xFFC12345, 0xFFC1}, {0xFF800001, 0xFFC0}};
+  std::vector<float> in;
+  for (const auto& [x, b] : cases) {
+    INFO(std::hex << x);
+    CHECK(bf16_bits(f(x)) == b);
+    in.push_back(f(x));
+  }
+  // Widening is exact: every bf16 back to the float with those top bits.
+  for (uint32_t b = 0; b < 0x10000; b += 257)
+    CHECK(std::bit_cast<uint32_t>(bf16_value(uint16_t(b))) == b << 16);
+  // Tensors: f32 -> bf16 -> f32 through kern::cast gives bf16_value(bf16_bits(x)), NaN for NaN.
+  const Tensor x = Tensor::from_vector(in, {static_cast<int64_t>(in.size())});
+  const Tensor h = x.to(DType::bf16);
+  CHECK(h.dtype() == DType::bf16);
+  const std::vector<float> back = h.to(DType::f32).to_vector<float>();
+  for (size_t i = 0; i < in.size(); ++i) {
+    INFO(i);
+    CHECK(h.data<bf16>()[i].bits == cases[i].second);
+    if (std::isnan(in[i]))
+      CHECK(std::isnan(back[i]));
+    else
+      CHECK(std::bit_cast<uint32_t>(back[i]) == uint32_t(cases[i].second) << 16);
+  }
+  // bf16 converts to and from f32 only.
+  CHECK_ERROR(x.to(DType::f64).to(DType::bf16), Contains("bf16 converts to and from f32 only"));
+  CHECK_ERROR(h.to(DType::i32), Contains("bf16 converts to and from f32 only"));
 }

@@ -342,6 +342,30 @@ void column_sums(std::vector<Head<T>>& heads, Tables<T>& tab, int tau, bool save
   });
 }
 
+// A decoder's query blocks top down, one thread per head (the schedule by heads): block(h, bh,
+// qb, parts, w) adds the block's column parts of every level into parts (S, n), zeroed before
+// each block, and then P of the next block is advanced from them (advance_prefix; the totals go
+// to col when save).
+template <class T, class F>
+void walk_prefixes(std::vector<Head<T>>& heads, bool save, F block) {
+  const int S = heads[0].S;
+  const int64_t n = heads[0].n, nb = heads[0].nb;
+  parallel_for(static_cast<int64_t>(heads.size()), 1, [&](int64_t b0, int64_t b1) {
+    Work<T> w;
+    w.ensure(S);
+    std::vector<double> parts(static_cast<size_t>(S * n));
+    for (int64_t bh = b0; bh < b1; ++bh) {
+      const Head<T>& h = heads[static_cast<size_t>(bh)];
+      std::fill(h.P, h.P + S * n, 0.0);
+      for (int64_t qb = 0; qb < nb; ++qb) {
+        std::fill(parts.begin(), parts.end(), 0.0);
+        block(h, bh, qb, parts.data(), w);
+        advance_prefix(h, qb, parts.data(), save);
+      }
+    }
+  });
+}
+
 // O of query block qb = Σ over its key tiles of b^S V; with parts, the block's column parts of
 // every level (S, n) are added there on the way (the chains make every b^τ).
 template <class T>
@@ -368,20 +392,9 @@ void forward_all(std::vector<Head<T>>& heads, Tables<T>& tab, T* out, bool by_he
   const int S = heads[0].S;
   const int64_t nb = tab.nb, n = heads[0].n, hs = heads[0].hs;
   if (by_head && !heads[0].all) {
-    parallel_for(tiles, 1, [&](int64_t b0, int64_t b1) {
-      Work<T> w;
-      w.ensure(S);
-      std::vector<double> parts(static_cast<size_t>(S * n));
-      for (int64_t bh = b0; bh < b1; ++bh) {
-        const Head<T>& h = heads[static_cast<size_t>(bh)];
-        std::fill(h.P, h.P + S * n, 0.0);
-        for (int64_t qb = 0; qb < nb; ++qb) {
-          for (int tau = 0; tau <= S; ++tau) row_stats(h, qb, tau, w);
-          std::fill(parts.begin(), parts.end(), 0.0);
-          output_block(h, qb, out + bh * n * hs, parts.data(), w);
-          advance_prefix(h, qb, parts.data(), true);
-        }
-      }
+    walk_prefixes(heads, true, [&](const Head<T>& h, int64_t bh, int64_t qb, double* parts, Work<T>& w) {
+      for (int tau = 0; tau <= S; ++tau) row_stats(h, qb, tau, w);
+      output_block(h, qb, out + bh * n * hs, parts, w);
     });
     return;
   }
@@ -576,19 +589,8 @@ void backward_all(std::vector<Head<T>>& heads, std::vector<Grads<T>>& grads, Tab
   };
   for (int lev = S; lev >= 1; --lev) {
     if (fuse_prefix && lev == S) {
-      parallel_for(tiles, 1, [&](int64_t b0, int64_t b1) {
-        Work<T> w;
-        w.ensure(S);
-        std::vector<double> parts(static_cast<size_t>(S * n));
-        for (int64_t bh = b0; bh < b1; ++bh) {
-          const Head<T>& h = heads[static_cast<size_t>(bh)];
-          std::fill(h.P, h.P + S * n, 0.0);
-          for (int64_t qb = 0; qb < nb; ++qb) {
-            std::fill(parts.begin(), parts.end(), 0.0);
-            E_block(bh, qb, lev, parts.data(), w);
-            advance_prefix(h, qb, parts.data(), false);
-          }
-        }
+      walk_prefixes(heads, false, [&](const Head<T>&, int64_t bh, int64_t qb, double* parts, Work<T>& w) {
+        E_block(bh, qb, lev, parts, w);
       });
     } else {
       each<T>(tiles * nb, S, [&](int64_t i, Work<T>& w) { E_block(i / nb, i % nb, lev, nullptr, w); });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/bf16.h"
 #include "tensor/cpu/common.h"
 #include "tensor/formulas.h"
 
@@ -59,8 +60,27 @@ void copy(const Tensor& src, Tensor& dst, bool accumulate) {
   });
 }
 
-// dst = src converted; both contiguous with equal numel.
+// dst = src converted; both contiguous with equal numel. bf16 to and from f32 (tensor/bf16.h).
 void cast(const Tensor& src, Tensor& dst) {
+  if (src.dtype() == DType::bf16 || dst.dtype() == DType::bf16) {
+    const int64_t n = src.numel();
+    if (src.dtype() == dst.dtype()) {
+      std::copy(src.data<bf16>(), src.data<bf16>() + n, dst.data<bf16>());
+    } else if (dst.dtype() == DType::bf16) {
+      const float* s = src.data<float>();
+      bf16* d = dst.data<bf16>();
+      parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i].bits = bf16_bits(s[i]);
+      });
+    } else {
+      const bf16* s = src.data<bf16>();
+      float* d = dst.data<float>();
+      parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = bf16_value(s[i].bits);
+      });
+    }
+    return;
+  }
   dispatch_any(src.dtype(), "cast", [&](auto stag) {
     using S = decltype(stag);
     dispatch_any(dst.dtype(), "cast", [&](auto dtag) {

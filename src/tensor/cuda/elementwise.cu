@@ -1,6 +1,7 @@
 // CUDA kernels: fill, copy, cast, axpby, binary, unary. One thread per element in grid-stride
 // loops.
 // CPU twin: src/tensor/cpu/elementwise.cpp. Host side: elementwise.cpp.
+#include "tensor/bf16.h"
 #include "tensor/cuda/device.cuh"
 
 namespace saobp::cuda {
@@ -31,6 +32,17 @@ __global__ void copy_kernel(const T* src, T* dst, Indexer<2> ix, int64_t n, bool
 template <class S, class D>
 __global__ void cast_kernel(const S* src, D* dst, int64_t n) {
   for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = static_cast<D>(src[i]);
+}
+
+// src, dst: (n). bf16 as its bits; bf16_bits / bf16_value are the CPU's conversions.
+__global__ void to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = bf16_bits(src[i]);
+}
+__global__ void from_bf16_kernel(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = bf16_value(src[i]);
+}
+__global__ void copy_bits_kernel(const uint16_t* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = src[i];
 }
 
 // x, y: (n)
@@ -177,6 +189,19 @@ cudaError_t launch_unary_backward(Unary op, const T* x, const T* y, const T* gy,
       unary_backward_kernel<T, Unary::softplus><<<grid_for(n), kBlock>>>(x, y, gy, gx, n);
       break;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  to_bf16_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
+  return cudaGetLastError();
+}
+cudaError_t launch_from_bf16(const uint16_t* src, float* dst, int64_t n) {
+  from_bf16_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
+  return cudaGetLastError();
+}
+cudaError_t launch_copy_bits(const uint16_t* src, uint16_t* dst, int64_t n) {
+  copy_bits_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
   return cudaGetLastError();
 }
 
