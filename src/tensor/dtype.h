@@ -10,7 +10,7 @@ namespace saobp {
 
 // f32 is the training type, f64 the gradient-check type, i32 holds token ids and targets, u8
 // holds boolean masks (1 = allowed / kept). bf16 (tensor/bf16.h) is the GPU's mixed-precision
-// storage type: for now a tensor converts to and from f32 (kern::cast) on either device, and no
+// storage type: a bf16 tensor converts to and from f32 (kern::cast) on either device, and no
 // other kernel takes it.
 enum class DType : uint8_t { f32, f64, i32, u8, bf16 };
 
