@@ -120,6 +120,11 @@ def saobp_beliefs(s, allowed, sender, c, steps, causal):
     return b
 
 
+def potts_c(lam, high):
+    """The Potts constant of λ (a tensor): 1 - e^-λ for BP-High, 1 - e^λ for BP-Low (formulas.h potts_c)."""
+    return -torch.expm1(-lam) if high else -torch.expm1(lam)
+
+
 class SaobpAttention(nn.Module):
     """The Potts variants' λ of one layer (one per head; a parameter when model.learnable_lambda)
     and the refinement of the scores."""
@@ -131,8 +136,7 @@ class SaobpAttention(nn.Module):
         self.high, self.steps, self.leak = bp["variant"] == "bp_high", bp["steps"], bp["leak"]
 
     def forward(self, s, allowed, sender, causal):
-        c = -torch.expm1(-self.lam) if self.high else -torch.expm1(self.lam)  # formulas.h potts_c
-        return saobp_beliefs(s, allowed, sender, c, self.steps, causal and not self.leak)
+        return saobp_beliefs(s, allowed, sender, potts_c(self.lam, self.high), self.steps, causal and not self.leak)
 
 
 def bp_settings(m, variant):

@@ -19,7 +19,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from bench_pytorch import saobp_beliefs  # noqa: E402
+from bench_pytorch import potts_c, saobp_beliefs  # noqa: E402
 
 
 def matrix(text, heading, T):
@@ -49,7 +49,7 @@ def main():
                 allowed = torch.tensor([[x is not None for x in r] for r in s_rows]).view(1, 1, T, T)
                 s = torch.tensor([[x if x is not None else 0.0 for x in r] for r in s_rows],
                                  dtype=torch.float64).view(1, 1, T, T)
-                c = -torch.expm1(torch.tensor([-lam if variant == "bp_high" else lam], dtype=torch.float64))
+                c = potts_c(torch.tensor([lam], dtype=torch.float64), variant == "bp_high")
                 sender = torch.ones(1, 1, T, 1, dtype=torch.float64)
                 b = saobp_beliefs(s, allowed, sender, c, 1, causal)[0, 0]
                 for j in range(T):
