@@ -428,6 +428,9 @@ TEST_CASE("reduce_sum_to over leading, trailing, middle, mixed and all dims", "[
       {{3, 4}, {3, 4}},              // nothing reduced
       {{7, 300, 50}, {1, 1, 1}},     // full, more than one 64K chunk
       {{5}, {1}},                    // full, tiny
+      {{7, 0}, {7, 1}},              // empty rows: zeros (gemm_colsum's bias gradient at K = 0)
+      {{0, 4}, {1, 4}},              // no rows
+      {{2, 3, 0}, {1, 3, 1}},        // empty around a kept middle
   };
   for (DType dt : {DType::f32, DType::f64})
     for (const auto& [ss, ds] : cases) {

@@ -68,7 +68,7 @@ void reduce_sum_to(const Tensor& src, Tensor& dst, double alpha, bool accumulate
           store(k, v);
         }
       } else {  // (R, K, S) -> (K)
-        parallel_for(K, std::max<int64_t>(1, 4096 / (R * S)), [&](int64_t b, int64_t e) {
+        parallel_for(K, R * S > 0 ? std::max<int64_t>(1, 4096 / (R * S)) : K, [&](int64_t b, int64_t e) {
           for (int64_t k = b; k < e; ++k) {
             double acc = 0;
             for (int64_t r = 0; r < R; ++r) {
