@@ -26,7 +26,8 @@
 # PyTorch's MLM head on the masked positions only), TORCH_BP=1 (also PyTorch's BP-High as plain
 # tensor ops, bench_pytorch.py --attention bp_high, eager and, with COMPILE=1, compiled: the
 # columns saobp bp_high is compared with), BF16=1 (every PyTorch entry under bf16 autocast,
-# --bf16; saobp stays f32), ENTRY_TIMEOUT (s, default 120),
+# --bf16, and saobp with train.precision=bf16: bf16 GEMM inputs, docs/precision.md),
+# ENTRY_TIMEOUT (s, default 120),
 # COMPILE_TIMEOUT (s, default 240), TORCH_ARGS (more bench_pytorch.py arguments), TORCH_DEVICE
 # (default cuda; cpu only to try this script on a machine without a GPU). With the defaults it is meant to take about 4 minutes on
 # an H200 (16 eager entries of 25 steps, 8 compilations).
@@ -60,6 +61,8 @@ steps=(--warmup "$WARMUP" --steps "$STEPS")
 read -r -a torch_extra <<<"${TORCH_ARGS:-}"
 [[ $GATHER == 1 ]] && torch_extra+=(--gather)
 [[ $BF16 == 1 ]] && torch_extra+=(--bf16)
+saobp_extra=()
+[[ $BF16 == 1 ]] && saobp_extra+=(train.precision=bf16)
 
 if [[ ! -x $SAOBP ]]; then
   echo "bench_gpu: $SAOBP not found; build it first (tools/gpu_check.sh, or cmake -DSAOBP_CUDA=ON -B build-cuda)" >&2
@@ -163,7 +166,7 @@ if dev:
     lines.append(f"Device: {dev['device_name']} ({dev['device']}, compute capability {dev.get('capability')}, "
                  f"{dev.get('memory_gib', 0):.0f} GiB); driver {dev.get('driver')} (CUDA {dev.get('driver_cuda_version')}); "
                  f"torch {dev['torch']} built with CUDA {dev.get('cuda_version')}, cuDNN {dev.get('cudnn_version')}.")
-lines.append(("saobp f32, PyTorch bf16 autocast (--bf16)" if bf16 == "1" else "f32") + f", TF32 off on both sides; {warmup} warm-up + {steps} timed steps, median step; B as in each config; "
+lines.append(("saobp train.precision=bf16, PyTorch bf16 autocast (--bf16)" if bf16 == "1" else "f32") + f", TF32 off on both sides; {warmup} warm-up + {steps} timed steps, median step; B as in each config; "
              f"PyTorch: AdamW(fused=True), BERT MLM head on {'the masked positions (--gather)' if gather == '1' else 'every position (HF)'}; "
              f"peak = most bytes of live tensors (saobp allocator / torch.cuda.max_memory_allocated).")
 lines.append("")
@@ -205,7 +208,7 @@ for c in $CONFIGS; do
   for T in $SEQS; do
     for attention in original bp_high; do
       entry "$c-T$T-saobp-$attention" "$ENTRY_TIMEOUT" "$SAOBP" bench "configs/$c.toml" train.device=cuda \
-        "model.attention=$attention" "train.seq_len=$T" data.kind=synthetic "${steps[@]}" \
+        "model.attention=$attention" "train.seq_len=$T" data.kind=synthetic "${saobp_extra[@]}" "${steps[@]}" \
         --json "$dir/$c-T$T-saobp-$attention.json"
     done
     torch_bench "$c-T$T-torch-eager" "$ENTRY_TIMEOUT" "$c" "$T"

@@ -63,7 +63,15 @@ namespace {
 // Hugging Face's Conv1D, the bias added to the finished product: gemm_then_bias). The backward
 // takes the weight's and the bias's gradients from one pass over the output gradient
 // (gemm_rowsum / gemm_colsum).
-Var affine(const Var& x, const Var& w, const Var& b, bool in_out, const char* op) {
+//
+// With bf16 GEMM inputs the forward rounds x and W to bf16 once and keeps those copies for the
+// backward; the backward rounds the output gradient once for both of its products (the bias
+// gradient is then the column sums of the rounded gradient, as the epilogue sums it).
+Tensor gemm_operand_in(const Tensor& t, GemmInputs in) {
+  return in == GemmInputs::bf16 ? t.to(DType::bf16) : t;
+}
+
+Var affine(const Var& x, const Var& w, const Var& b, bool in_out, GemmInputs in, const char* op) {
   if (w.dim() != 2) fail(op, "weight must be {}, got {}", in_out ? "(IN, OUT)" : "(OUT, IN)", w.data().str());
   const int64_t OUT = w.size(in_out ? 1 : 0), IN = w.size(in_out ? 0 : 1);
   if (x.size(-1) != IN)
@@ -71,8 +79,10 @@ Var affine(const Var& x, const Var& w, const Var& b, bool in_out, const char* op
          in_out ? "(IN, OUT)" : "(OUT, IN)");
   if (b.defined()) check_shape(b.data(), {OUT}, op, "bias");
   check_same_device(x.data(), w.data(), op);
-  const Tensor X = x.data().contiguous().view({-1, IN});
-  const Tensor W = w.data().contiguous();
+  if (in == GemmInputs::bf16 && x.data().dtype() != DType::f32)
+    fail(op, "bf16 GEMM inputs need f32 tensors, got {}", x.data().str());
+  const Tensor X = gemm_operand_in(x.data().contiguous().view({-1, IN}), in);
+  const Tensor W = gemm_operand_in(w.data().contiguous(), in);
   const bool tw = !in_out;  // W as gemm's b operand: op(W) = Wᵀ (linear) or W (conv1d)
   Shape out_shape = x.shape();
   out_shape.back() = OUT;
@@ -84,8 +94,8 @@ Var affine(const Var& x, const Var& w, const Var& b, bool in_out, const char* op
     kern::gemm_then_bias(X, false, W, false, b.data().contiguous(), o2);  // (x W) + b
   else
     kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // b + x Wᵀ
-  return make_result(out, op, {x, w, b}, [X, W, IN, OUT, in_out, tw](const Tensor& g, GradSlots& gin) {
-    const Tensor g2 = g.contiguous().view({-1, OUT});
+  return make_result(out, op, {x, w, b}, [X, W, IN, OUT, in_out, tw, in](const Tensor& g, GradSlots& gin) {
+    const Tensor g2 = gemm_operand_in(g.contiguous().view({-1, OUT}), in);
     bool fresh = false;  // a gradient seen for the first time is written (beta 0), not zeroed and added to
     if (gin.needs(0)) {
       Tensor gx = gin.slot(0, fresh).view({-1, IN});
@@ -115,15 +125,20 @@ Var affine(const Var& x, const Var& w, const Var& b, bool in_out, const char* op
     }
     if (gin.needs(2)) {
       Tensor gb = gin.slot(2, fresh).view({1, OUT});
-      kern::reduce_sum_to(g2, gb, 1.0, !fresh);  // gb += Σ_rows g
+      const Tensor gw = g2.dtype() == DType::bf16 ? g2.to(DType::f32) : g2;  // the rounded g, exactly
+      kern::reduce_sum_to(gw, gb, 1.0, !fresh);                              // gb += Σ_rows g
     }
   });
 }
 
 }  // namespace
 
-Var linear(const Var& x, const Var& w, const Var& b) { return affine(x, w, b, false, "linear"); }
+Var linear(const Var& x, const Var& w, const Var& b, GemmInputs in) {
+  return affine(x, w, b, false, in, "linear");
+}
 
-Var conv1d(const Var& x, const Var& w, const Var& b) { return affine(x, w, b, true, "conv1d"); }
+Var conv1d(const Var& x, const Var& w, const Var& b, GemmInputs in) {
+  return affine(x, w, b, true, in, "conv1d");
+}
 
 }  // namespace saobp

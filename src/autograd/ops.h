@@ -13,11 +13,17 @@ namespace saobp {
 // ---- linear algebra ----
 // a: (..., M, K) @ b: (K, N) or (..., K, N) with the same leading dims -> (..., M, N).
 Var matmul(const Var& a, const Var& b);
+// The operands of a layer's GEMMs (train.precision, docs/precision.md). f32: x, W and the output
+// gradient as they are. bf16: each rounded to bf16 (nearest, ties to even) on the way into the
+// GEMM, which accumulates in f32 and writes f32; the layer keeps its bf16 copies of x and W for
+// the backward (half the memory of the f32 ones). Weights, their gradients and every other op
+// stay f32.
+enum class GemmInputs { f32, bf16 };
 // x: (..., IN) W: (OUT, IN) b: (OUT) or undefined -> x Wᵀ + b: (..., OUT).
-Var linear(const Var& x, const Var& w, const Var& b = Var());
+Var linear(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = GemmInputs::f32);
 // x (..., IN) @ w (IN, OUT) + b (OUT): Hugging Face's Conv1D (GPT-2), with the bits of
 // add(matmul(x, w), b) on the CPU in one fused forward and backward.
-Var conv1d(const Var& x, const Var& w, const Var& b = Var());
+Var conv1d(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = GemmInputs::f32);
 
 // ---- elementwise, broadcasting numpy-style ----
 Var add(const Var& a, const Var& b);

@@ -81,16 +81,18 @@ Var BertEncoder::hidden(const Tensor& ids_in, const Tensor& type_ids_in, const T
   x = add(x, embedding(type_, types));
   x = drop(layernorm(x, emb_ln_w_, emb_ln_b_, shape_.ln_eps), "embeddings", step, training);
   const bool keep_qk = begin(x, maps, training);
+  const GemmInputs in = shape_.gemm_inputs;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     const Var lam = lambda_of(static_cast<int64_t>(l), L.lambda_rho);
-    const Var q = split_heads(linear(x, L.q_w, L.q_b), NH), k = split_heads(linear(x, L.k_w, L.k_b), NH),
-              v = split_heads(linear(x, L.v_w, L.v_b), NH);
+    const Var q = split_heads(linear(x, L.q_w, L.q_b, in), NH),
+              k = split_heads(linear(x, L.k_w, L.k_b, in), NH),
+              v = split_heads(linear(x, L.v_w, L.v_b, in), NH);
     Var a = attend(q, k, v, key_mask, lam, keep_qk, maps);
     const std::string site = fmt::format("layer.{}", l);
-    a = drop(linear(a, L.ao_w, L.ao_b), site + ".attention", step, training);
+    a = drop(linear(a, L.ao_w, L.ao_b, in), site + ".attention", step, training);
     x = layernorm(add(x, a), L.ao_ln_w, L.ao_ln_b, shape_.ln_eps);
-    Var h = linear(gelu(linear(x, L.i_w, L.i_b), false), L.o_w, L.o_b);
+    Var h = linear(gelu(linear(x, L.i_w, L.i_b, in), false), L.o_w, L.o_b, in);
     h = drop(h, site + ".output", step, training);
     x = layernorm(add(x, h), L.o_ln_w, L.o_ln_b, shape_.ln_eps);
     captured(x);

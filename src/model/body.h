@@ -12,6 +12,7 @@
 
 #include "attention/attention.h"
 #include "attention/incremental.h"
+#include "autograd/ops.h"
 #include "model/params.h"
 #include "model/positions.h"
 
@@ -29,6 +30,8 @@ struct BodyShape {
   PositionKind positions = PositionKind::learned;
   double rope_base = 10000;
   bool causal = false;  // GPT-2's decoder: each position attends to itself and the ones before
+  // The operands of every linear layer's GEMMs, heads' included (train.precision; autograd/ops.h).
+  GemmInputs gemm_inputs = GemmInputs::f32;
   // Throws naming the run config's key (model.hidden, model.heads, ...) of a bad size.
   void validate() const;
 };

@@ -83,15 +83,16 @@ Var Gpt2Decoder::block(size_t l, const Var& x_in, bool training, uint64_t step, 
   // three contiguous slices (one copy forward and one back, where splitting first would copy
   // each third twice: to make it a (B,T,NH,HS) view, then to make the heads contiguous).
   const int64_t B = x_in.size(0), T = x_in.size(1), HS = C / NH;
-  const Var qkv = conv1d(layernorm(x_in, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b);
+  const GemmInputs in = shape_.gemm_inputs;
+  const Var qkv = conv1d(layernorm(x_in, b.ln1_w, b.ln1_b, shape_.ln_eps), b.attn_w, b.attn_b, in);
   const Var heads = contiguous(permute(reshape(qkv, {B, T, 3, NH, HS}), {2, 0, 3, 1, 4}));
   const auto head = [&](int64_t i) { return reshape(slice(heads, 0, i, i + 1), {B, NH, T, HS}); };
   Var a = attend(head(0), head(1), head(2), lam);
-  a = drop(conv1d(a, b.aproj_w, b.aproj_b), site + "attn.resid_dropout", step, training);
+  a = drop(conv1d(a, b.aproj_w, b.aproj_b, in), site + "attn.resid_dropout", step, training);
   const Var x = add(x_in, a);
   // mlp: ln_2 -> c_fc -> GELU (tanh) -> c_proj
-  Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, shape_.ln_eps), b.fc_w, b.fc_b), true), b.mproj_w,
-                 b.mproj_b);
+  Var h = conv1d(gelu(conv1d(layernorm(x, b.ln2_w, b.ln2_b, shape_.ln_eps), b.fc_w, b.fc_b, in), true),
+                 b.mproj_w, b.mproj_b, in);
   return add(x, drop(h, site + "mlp.dropout", step, training));
 }
 

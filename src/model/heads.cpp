@@ -45,8 +45,10 @@ MlmHead::MlmHead(Body& body) : body_(body) {
 Var MlmHead::logits_at(const Var& hidden, const Tensor& positions) {
   Var rows =
       embedding(reshape(hidden, {-1, body_.shape().hidden}), positions);  // (N,C), scatter-add backward
-  Var h = layernorm(gelu(linear(rows, w_, b_), false), ln_w_, ln_b_, body_.shape().ln_eps);
-  return linear(h, body_.token_embedding(), bias_);  // decoder tied to the word embeddings
+  Var h = layernorm(gelu(linear(rows, w_, b_, body_.shape().gemm_inputs), false), ln_w_, ln_b_,
+                    body_.shape().ln_eps);
+  return linear(h, body_.token_embedding(), bias_,
+                body_.shape().gemm_inputs);  // decoder tied to the word embeddings
 }
 
 Var MlmHead::logits(const Var& hidden) {
@@ -67,7 +69,9 @@ Var MlmHead::loss(const Var& hidden, const Tensor& labels) {
   return cross_entropy(logits, Tensor::from_vector(tgt, {static_cast<int64_t>(tgt.size())}));
 }
 
-Var CausalLmHead::logits(const Var& hidden) { return linear(hidden, body_.token_embedding()); }
+Var CausalLmHead::logits(const Var& hidden) {
+  return linear(hidden, body_.token_embedding(), Var(), body_.shape().gemm_inputs);
+}
 
 Var CausalLmHead::logits_at(const Var& hidden, const Tensor& positions) {
   return logits(embedding(reshape(hidden, {-1, hidden.size(-1)}), positions));
@@ -86,13 +90,13 @@ std::unique_ptr<LmHead> make_lm_head(Body& body) {
 
 // ---- sequence heads ---------------------------------------------------------------------------
 
-Pooler::Pooler(Body& body) {
+Pooler::Pooler(Body& body) : in_(body.shape().gemm_inputs) {
   const int64_t C = body.shape().hidden;
   w_ = body.params().add("bert.pooler.dense.weight", {C, C}, Init::normal, body.shape().init_std);
   b_ = body.params().add("bert.pooler.dense.bias", {C}, Init::zeros);
 }
 
-Var Pooler::operator()(const Var& first) const { return tanh_composite(linear(first, w_, b_)); }
+Var Pooler::operator()(const Var& first) const { return tanh_composite(linear(first, w_, b_, in_)); }
 
 namespace {
 
@@ -109,7 +113,7 @@ class PooledClassifier : public SequenceHead {
     Var pooled = pooler_(gather_rows(hidden, [](int64_t) { return int64_t{0}; }));
     const RngKey key = dropout_key(body_.seed(), "classifier.dropout", step);
     pooled = dropout(pooled, body_.shape().dropout, key, training);
-    return linear(pooled, w_, b_);
+    return linear(pooled, w_, b_, body_.shape().gemm_inputs);
   }
   std::vector<std::string> prefixes() const override { return {"bert.pooler.", "classifier."}; }
 
@@ -123,16 +127,18 @@ class PooledClassifier : public SequenceHead {
 // last token that is not pad_token_id: the last real token, as here.
 class LastTokenClassifier : public SequenceHead {
  public:
-  LastTokenClassifier(Body& body, int64_t K) {
+  LastTokenClassifier(Body& body, int64_t K) : in_(body.shape().gemm_inputs) {
     w_ = body.params().add("score.weight", {K, body.shape().hidden}, Init::normal, body.shape().init_std);
   }
   Var logits(const Var& hidden, const std::vector<int64_t>& lengths, bool training, uint64_t step) override {
     (void)training, (void)step;
-    return linear(gather_rows(hidden, [&](int64_t i) { return lengths[static_cast<size_t>(i)] - 1; }), w_);
+    return linear(gather_rows(hidden, [&](int64_t i) { return lengths[static_cast<size_t>(i)] - 1; }), w_,
+                  Var(), in_);
   }
   std::vector<std::string> prefixes() const override { return {"score."}; }
 
  private:
+  GemmInputs in_;
   Var w_;
 };
 
@@ -148,12 +154,12 @@ Var MultipleChoiceHead::logits(const Var& hidden, const std::vector<int64_t>& le
   return reshape(head_->logits(hidden, lengths, training, step), {-1, endings});
 }
 
-SpanHead::SpanHead(Body& body) {
+SpanHead::SpanHead(Body& body) : in_(body.shape().gemm_inputs) {
   const int64_t C = body.shape().hidden;
   w_ = body.params().add("qa_outputs.weight", {2, C}, Init::normal, body.shape().init_std);
   b_ = body.params().add("qa_outputs.bias", {2}, Init::zeros);
 }
 
-Var SpanHead::logits(const Var& hidden) const { return linear(hidden, w_, b_); }
+Var SpanHead::logits(const Var& hidden) const { return linear(hidden, w_, b_, in_); }
 
 }  // namespace saobp

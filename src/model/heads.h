@@ -76,6 +76,7 @@ class Pooler {
   Var operator()(const Var& first) const;  // first: (N,C) the first tokens' states -> (N,C)
 
  private:
+  GemmInputs in_;
   Var w_, b_;
 };
 
@@ -112,6 +113,7 @@ class SpanHead {
   std::vector<std::string> prefixes() const { return {"qa_outputs."}; }
 
  private:
+  GemmInputs in_;
   Var w_, b_;
 };
 

@@ -44,8 +44,11 @@ GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
     fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
   if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
     fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
-  check_dtype(a, c.dtype(), "gemm", "a");
-  check_dtype(b, c.dtype(), "gemm", "b");
+  // Operands of c's dtype, or bf16 operands into f32 (mixed precision: f32 accumulation).
+  const bool mixed = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && c.dtype() == DType::f32;
+  if (!mixed && (a.dtype() != c.dtype() || b.dtype() != c.dtype()))
+    fail("gemm", "operands must be of c's dtype, or bf16 both with c f32: a {} b {} c {}", a.str(), b.str(),
+         c.str());
   const GemmDims d = gemm_dims(a, ta, b, tb, c);
   const int64_t am = ta ? a.size(-1) : a.size(-2);
   const int64_t bk = tb ? b.size(-1) : b.size(-2), bn = tb ? b.size(-2) : b.size(-1);

@@ -12,15 +12,18 @@
 namespace saobp {
 
 namespace {
-// The [model] keys into a family's body config (the family's defaults for the rest), validated.
+// The [model] keys and train.precision into a family's body config (the family's defaults for
+// the rest), validated.
 template <class Config>
-Config body_config(const ModelSection& m) {
+Config body_config(const RunConfig& cfg) {
+  const ModelSection& m = cfg.model;
   Config c;
   c.vocab = m.vocab_size, c.max_positions = m.max_positions, c.hidden = m.hidden, c.layers = m.layers;
   c.heads = m.heads, c.intermediate = m.intermediate, c.dropout = m.dropout;
   c.attention = m.attention;
   c.positions = parse_positions(m.positions);
   c.rope_base = m.rope_base;
+  c.gemm_inputs = cfg.train.precision == "bf16" ? GemmInputs::bf16 : GemmInputs::f32;
   c.validate();
   return c;
 }
@@ -29,13 +32,13 @@ Config body_config(const ModelSection& m) {
 EncoderConfig encoder_config(const RunConfig& cfg) {
   if (cfg.model.family != "bert")
     fail("config", "model.family is \"{}\": encoder_config builds the bert family only", cfg.model.family);
-  return body_config<EncoderConfig>(cfg.model);
+  return body_config<EncoderConfig>(cfg);
 }
 
 DecoderConfig decoder_config(const RunConfig& cfg) {
   if (cfg.model.family != "gpt2")
     fail("config", "model.family is \"{}\": decoder_config builds the gpt2 family only", cfg.model.family);
-  return body_config<DecoderConfig>(cfg.model);
+  return body_config<DecoderConfig>(cfg);
 }
 
 RunConfig resolve_epochs(const RunConfig& cfg, int64_t batches_per_epoch) {

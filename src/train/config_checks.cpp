@@ -148,6 +148,11 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins, FitCheck fit
           (t.device.rfind("cuda:", 0) == 0 && t.device.size() > 5 &&
            std::all_of(t.device.begin() + 5, t.device.end(), [](char ch) { return ch >= '0' && ch <= '9'; })),
       "train.device", "unknown device \"{}\" (allowed: cpu, cuda, cuda:N)", t.device);
+  enum_check("train.precision", t.precision, {"f32", "bf16"});
+  CFG_CHECK(t.precision != "bf16" || t.device.rfind("cuda", 0) == 0, "train.precision",
+            "bf16 runs on a GPU (train.device = \"cuda\"), not on \"{}\": the CPU trains in f32, the "
+            "reference (set train.precision = \"f32\")",
+            t.device);
   CFG_CHECK(t.batch_size > 0, "train.batch_size", "must be > 0, got {}", t.batch_size);
   CFG_CHECK(t.seq_len > 0, "train.seq_len", "must be > 0, got {}", t.seq_len);
   CFG_CHECK(m.positions != "learned" || t.seq_len <= m.max_positions, "train.seq_len",

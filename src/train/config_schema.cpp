@@ -246,6 +246,7 @@ const std::vector<Field>& schema() {
       attention_field("tiled", &A::tiled),
       field("train", "seed", &R::train, &T::seed),
       field("train", "device", &R::train, &T::device),
+      field("train", "precision", &R::train, &T::precision),
       field("train", "batch_size", &R::train, &T::batch_size),
       field("train", "seq_len", &R::train, &T::seq_len),
       field("train", "lr", &R::train, &T::lr),
@@ -517,12 +518,13 @@ std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
 // they existed). The device may change too: the hash sees train.device as "cpu", so a run saved
 // on a GPU resumes on the CPU and the other way round, and a CPU run hashes as it always did.
 // model.tiled picks the attention kernels, not the function they compute: a run may resume with
-// the other kernels (the tiled ones when the maps no longer fit, say).
+// the other kernels (the tiled ones when the maps no longer fit, say). train.precision is left
+// out for the same reason as the device: a bf16 run saved on a GPU resumes in f32 on the CPU.
 uint64_t config_hash(const RunConfig& cfg) {
   RunConfig c = cfg;
   c.train.grad_accum = 1;
   c.train.device = "cpu";
-  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb", "model.tiled"}));
+  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb", "model.tiled", "train.precision"}));
 }
 
 }  // namespace saobp

@@ -121,7 +121,8 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
   // Each logit is the same chain of fused multiply-adds either way (tensor/cpu/sgemm.cpp), so the
   // bits do not change.
   Tensor wte_t;
-  if (dynamic_cast<CausalLmHead*>(&head)) wte_t = body.token_embedding().data().transpose(0, 1).contiguous();
+  if (dynamic_cast<CausalLmHead*>(&head) && body.shape().gemm_inputs == GemmInputs::f32)
+    wte_t = body.token_embedding().data().transpose(0, 1).contiguous();
   auto logits_of = [&](const Var& h) { return wte_t.defined() ? matmul(h, Var(wte_t)) : head.logits(h); };
   // The logits of the last of n new positions on the host (all n kept when asked).
   auto feed = [&](const std::vector<int32_t>& ids) {

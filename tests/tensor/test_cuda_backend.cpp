@@ -58,6 +58,16 @@ Tensor random_mask(const Shape& s, double keep, uint32_t seed) {
 
 Tensor gpu(const Tensor& t) { return t.to(kGpu); }  // always a fresh device copy
 
+// A device copy of a vector, or with `offset` one element past an aligned start: contiguous, but
+// 4 (8) bytes off the 16-byte alignment cuBLASLt's epilogues want.
+Tensor gpu_vector(const Tensor& v, bool offset) {
+  if (!offset) return gpu(v);
+  Tensor big = Tensor::empty({v.numel() + 1}, v.dtype(), kGpu);
+  Tensor tail = big.slice(0, 1, v.numel() + 1);
+  kern::copy(gpu(v), tail, false);
+  return tail;
+}
+
 // max |got - want| / max |want| (0 when both are all zero; infinite on a NaN in only one).
 double rel_err(const Tensor& want, const Tensor& got) {
   const auto w = want.to(kCpu).to(DType::f64).to_vector<double>();
@@ -279,14 +289,7 @@ TEST_CASE("cuda gemm_bias, gemm_then_bias, gemm_rowsum and gemm_colsum match the
                                   << tb << " offset " << offset << " accumulate " << accumulate);
               const Tensor a = randn(ta ? Shape{k.K, k.M} : Shape{k.M, k.K}, dt, 141),
                            b = randn(tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, dt, 142);
-              // An offset of one element: contiguous, but 4 (8) bytes past an aligned start.
-              const auto vec_g = [&](const Tensor& v) {
-                if (!offset) return gpu(v);
-                Tensor big = Tensor::empty({v.numel() + 1}, v.dtype(), kGpu);
-                Tensor tail = big.slice(0, 1, v.numel() + 1);
-                kern::copy(gpu(v), tail, false);
-                return tail;
-              };
+              const auto vec_g = [&](const Tensor& v) { return gpu_vector(v, offset); };
               const Tensor bias = randn({k.N}, dt, 143);
               Tensor c_c = Tensor::empty({k.M, k.N}, dt), c_g = Tensor::empty({k.M, k.N}, dt, kGpu);
               kern::gemm_then_bias(a, ta, b, tb, bias, c_c);
@@ -350,6 +353,65 @@ TEST_CASE("cuda gemm is bitwise reproducible", "[cuda]") {
     kern::gemm(a, false, b, false, c2, 1.0, 0.0);
     CHECK(bitwise_equal(c1, c2));
   }
+}
+
+TEST_CASE("cuda bf16 GEMMs: the CPU's widened f32 product to f32 accuracy, the same bits twice",
+          "[cuda][bf16]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  // Each term a_ik b_kj of two bf16 values is exact in f32 on both devices; only the order of
+  // the f32 sums differs (tensor cores against the CPU's sgemm), so f32's tolerance holds. Every
+  // variant, on the cuBLASLt epilogue path (aligned vectors) and the definitions' (offset ones).
+  struct Case {
+    int64_t Bc, M, K, N;
+  };
+  const auto bf = [](const Tensor& t) { return t.to(DType::bf16); };
+  for (const Case& k : {Case{1, 256, 128, 384}, Case{1, 37, 600, 29}, Case{3, 64, 96, 40}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool offset : {false, true}) {
+          INFO("Bc " << k.Bc << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << ta << " tb " << tb
+                     << " offset " << offset);
+          const Tensor a = bf(randn(ta ? Shape{k.Bc, k.K, k.M} : Shape{k.Bc, k.M, k.K}, DType::f32, 151)),
+                       b = bf(randn(tb ? Shape{k.N, k.K} : Shape{k.K, k.N}, DType::f32, 152));
+          Tensor c0 = randn({k.Bc, k.M, k.N}, DType::f32, 153), c_c = c0.clone(), c_g = gpu(c0),
+                 c_g2 = gpu(c0);
+          kern::gemm(a, ta, b, tb, c_c, 0.75, 0.5);
+          kern::gemm(gpu(a), ta, gpu(b), tb, c_g, 0.75, 0.5);
+          kern::gemm(gpu(a), ta, gpu(b), tb, c_g2, 0.75, 0.5);
+          CHECK_CLOSE(c_c, c_g, DType::f32);
+          CHECK(bitwise_equal(c_g, c_g2));
+          if (k.Bc != 1) continue;
+          const Tensor a2 = a.view(ta ? Shape{k.K, k.M} : Shape{k.M, k.K});
+          const auto vec_g = [&](const Tensor& v) { return gpu_vector(v, offset); };
+          const Tensor bias = randn({k.N}, DType::f32, 154);
+          const Tensor cm = c0.view({k.M, k.N});
+          for (bool then_bias : {false, true}) {
+            Tensor b_c = Tensor::empty({k.M, k.N}), b_g = Tensor::empty({k.M, k.N}, DType::f32, kGpu);
+            if (then_bias) {
+              kern::gemm_then_bias(a2, ta, b, tb, bias, b_c);
+              kern::gemm_then_bias(gpu(a2), ta, gpu(b), tb, vec_g(bias), b_g);
+            } else {
+              kern::gemm_bias(a2, ta, b, tb, bias, b_c);
+              kern::gemm_bias(gpu(a2), ta, gpu(b), tb, vec_g(bias), b_g);
+            }
+            CHECK_CLOSE(b_c, b_g, DType::f32);
+          }
+          for (bool accumulate : {false, true}) {
+            Tensor r_c = cm.clone(), r_g = gpu(cm), rs_c = randn({k.M}, DType::f32, 155), rs_g = vec_g(rs_c);
+            kern::gemm_rowsum(a2, ta, b, tb, r_c, 0.5, rs_c, accumulate);
+            kern::gemm_rowsum(gpu(a2), ta, gpu(b), tb, r_g, 0.5, rs_g, accumulate);
+            CHECK_CLOSE(r_c, r_g, DType::f32);
+            CHECK_CLOSE(rs_c, rs_g, DType::f32);
+            Tensor s_c = cm.clone(), s_g = gpu(cm), cs_c = randn({k.N}, DType::f32, 156), cs_g = vec_g(cs_c);
+            kern::gemm_colsum(a2, ta, b, tb, s_c, 0.5, cs_c, accumulate);
+            kern::gemm_colsum(gpu(a2), ta, gpu(b), tb, s_g, 0.5, cs_g, accumulate);
+            CHECK_CLOSE(s_c, s_g, DType::f32);
+            CHECK_CLOSE(cs_c, cs_g, DType::f32);
+          }
+        }
 }
 
 TEST_CASE("cuda binary with broadcasting and strided inputs", "[cuda]") {

@@ -349,6 +349,73 @@ TEST_CASE("gemm_then_bias and gemm_colsum: the bits of their definitions", "[ker
               Contains("[gemm_then_bias]") && Contains("bias"));
 }
 
+TEST_CASE("gemm with bf16 operands: the f32 product of the widened operands, bit for bit", "[kernels]") {
+  // bf16 -> f32 is exact, so every variant with bf16 a and b must give the bits of the f32 kernel
+  // on a.to(f32), b.to(f32): the CPU reference of the GPU's bf16 GEMMs (train.precision).
+  struct Case {
+    int64_t Ba, Bb, Bc, M, K, N;
+    bool ta, tb;
+  };
+  for (const Case& k : {Case{1, 1, 1, 37, 300, 45, false, true}, Case{1, 1, 1, 300, 70, 29, true, false},
+                        Case{3, 1, 3, 17, 40, 9, true, true}, Case{1, 2, 2, 8, 33, 65, false, false},
+                        Case{1, 1, 1, 5, 0, 7, false, true}})
+    for (int threads : {1, 2}) {
+      INFO("Ba " << k.Ba << " Bb " << k.Bb << " M " << k.M << " K " << k.K << " N " << k.N << " ta " << k.ta
+                 << " tb " << k.tb << " threads " << threads);
+      const Tensor a =
+          randn(k.ta ? Shape{k.Ba, k.K, k.M} : Shape{k.Ba, k.M, k.K}, 71, DType::f32).to(DType::bf16);
+      const Tensor b =
+          randn(k.tb ? Shape{k.Bb, k.N, k.K} : Shape{k.Bb, k.K, k.N}, 72, DType::f32).to(DType::bf16);
+      const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
+      const Tensor c0 = randn({k.Bc, k.M, k.N}, 73, DType::f32);
+      Tensor want = c0.clone(), got = c0.clone();
+      kern::gemm(a32, k.ta, b32, k.tb, want, 0.75, 0.5);
+      with_threads(threads, [&] { kern::gemm(a, k.ta, b, k.tb, got, 0.75, 0.5); });
+      CHECK(bitwise_equal(got, want));
+      if (k.Bc != 1) continue;
+      const Tensor a2 = a.view(k.ta ? Shape{k.K, k.M} : Shape{k.M, k.K});
+      const Tensor b2 = b.view(k.tb ? Shape{k.N, k.K} : Shape{k.K, k.N});
+      const Tensor a2w = a2.to(DType::f32), b2w = b2.to(DType::f32);
+      const Tensor bias = randn({k.N}, 74, DType::f32), s0 = randn({k.M}, 75, DType::f32),
+                   t0 = randn({k.N}, 76, DType::f32);
+      for (bool then_bias : {false, true}) {
+        Tensor w = Tensor::empty({k.M, k.N}), g = Tensor::empty({k.M, k.N});
+        const auto run = [&](const Tensor& x, const Tensor& y, Tensor& c) {
+          if (then_bias)
+            kern::gemm_then_bias(x, k.ta, y, k.tb, bias, c);
+          else
+            kern::gemm_bias(x, k.ta, y, k.tb, bias, c);
+        };
+        run(a2w, b2w, w);
+        with_threads(threads, [&] { run(a2, b2, g); });
+        CHECK(bitwise_equal(g, w));
+      }
+      for (bool accumulate : {false, true}) {
+        Tensor wc = c0.view({k.M, k.N}).clone(), gc = wc.clone(), ws = s0.clone(), gs = s0.clone();
+        kern::gemm_rowsum(a2w, k.ta, b2w, k.tb, wc, 0.5, ws, accumulate);
+        with_threads(threads, [&] { kern::gemm_rowsum(a2, k.ta, b2, k.tb, gc, 0.5, gs, accumulate); });
+        CHECK(bitwise_equal(gc, wc));
+        CHECK(bitwise_equal(gs, ws));
+        Tensor wc2 = c0.view({k.M, k.N}).clone(), gc2 = wc2.clone(), wt = t0.clone(), gt = t0.clone();
+        kern::gemm_colsum(a2w, k.ta, b2w, k.tb, wc2, 0.5, wt, accumulate);
+        with_threads(threads, [&] { kern::gemm_colsum(a2, k.ta, b2, k.tb, gc2, 0.5, gt, accumulate); });
+        CHECK(bitwise_equal(gc2, wc2));
+        CHECK(bitwise_equal(gt, wt));
+      }
+    }
+  // bf16 goes in pairs, into f32 only.
+  const Tensor ah = Tensor::zeros({3, 4}).to(DType::bf16), bh = Tensor::zeros({4, 5}).to(DType::bf16);
+  const Tensor af = Tensor::zeros({3, 4}), bf = Tensor::zeros({4, 5});
+  Tensor c = Tensor::zeros({3, 5}), ch = c.to(DType::bf16), cd = Tensor::zeros({3, 5}, DType::f64);
+  CHECK_NOTHROW(kern::gemm(ah, false, bh, false, c, 1, 0));
+  CHECK_ERROR(kern::gemm(ah, false, bf, false, c, 1, 0), Contains("[gemm]") && Contains("bf16[3, 4]"));
+  CHECK_ERROR(kern::gemm(af, false, bh, false, c, 1, 0), Contains("[gemm]") && Contains("bf16[4, 5]"));
+  CHECK_ERROR(kern::gemm(ah, false, bh, false, ch, 1, 0), Contains("[gemm]"));
+  CHECK_ERROR(kern::gemm(ah, false, bh, false, cd, 1, 0), Contains("[gemm]"));
+  CHECK_ERROR(kern::gemm_bias(ah, false, bh, false, Tensor::zeros({5}).to(DType::bf16), c),
+              Contains("[gemm_bias]") && Contains("bias"));
+}
+
 TEST_CASE("gemm with K = 0 scales c by beta", "[kernels]") {
   Tensor a = Tensor::zeros({3, 0}, DType::f64), b = Tensor::zeros({0, 2}, DType::f64);
   Tensor c = Tensor::full({3, 2}, 4.0, DType::f64);

@@ -318,6 +318,31 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
   CHECK_THAT(to_toml(base), Contains("\nreduce = \"ordered\"\n"));
 }
 
+TEST_CASE("train.precision is f32 or bf16, and bf16 runs on a GPU only", "[config]") {
+  const RunConfig base = load_config(shipped("bert-mini.toml"));
+  CHECK(base.train.precision == "f32");
+  CHECK(encoder_config(base).gemm_inputs == GemmInputs::f32);
+  // Accepted with a GPU device (whether this machine has one is run_device's business).
+  const RunConfig gpu = load_config(shipped("bert-mini.toml"), {"train.device=cuda", "train.precision=bf16"});
+  CHECK(gpu.train.precision == "bf16");
+  CHECK(encoder_config(gpu).gemm_inputs == GemmInputs::bf16);
+  CHECK(
+      decoder_config(load_config(shipped("gpt2-mini.toml"), {"train.device=cuda:0", "train.precision=bf16"}))
+          .gemm_inputs == GemmInputs::bf16);
+  // Refused on the CPU, naming the key and the way out; unknown values are refused too.
+  CHECK_ERROR(load_config(shipped("bert-mini.toml"), {"train.precision=bf16"}),
+              Contains("train.precision") && Contains("\"cpu\"") && Contains("train.precision = \"f32\""));
+  CHECK_ERROR(load_config(write_temp("prec.toml", "[train]\nprecision = \"bf16\"\n")),
+              Contains("prec.toml:2:") && Contains("train.precision"));
+  for (const char* bad : {"train.precision=fp16", "train.precision=BF16", "train.precision=f64"})
+    CHECK_ERROR(load_config(shipped("bert-mini.toml"), {"train.device=cuda", bad}),
+                Contains("train.precision") && Contains("allowed: f32, bf16"));
+  // No part of a run's identity: a bf16 run saved on a GPU resumes in f32 on the CPU.
+  CHECK(config_hash(gpu) == config_hash(base));
+  CHECK_THAT(to_toml(gpu), Contains("\nprecision = \"bf16\"\n"));
+  CHECK(load_config(write_temp("prec-rt.toml", to_toml(gpu))) == gpu);
+}
+
 TEST_CASE("train.reduce is ordered or fast", "[config]") {
   CHECK(load_config(shipped("bert-mini.toml")).train.reduce == "ordered");
   CHECK(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"}).train.reduce == "fast");

@@ -427,9 +427,9 @@ int run_bench(const BenchCli& o) {
   print_machine(steal, others, "steps");
   if (device.is_cuda()) {
     fmt::print(
-        "GPU: {}, peak memory of the run's tensors {:.3f} GiB; the host waited for the GPU {:.1f} "
-        "times a step; step times from CUDA events\n",
-        cuda::device_name(device.index),
+        "GPU: {}, train.precision {}, peak memory of the run's tensors {:.3f} GiB; the host waited for the "
+        "GPU {:.1f} times a step; step times from CUDA events\n",
+        cuda::device_name(device.index), tc.precision,
         static_cast<double>(cuda::memory_peak_bytes(device.index)) / (1 << 30), gpu.waits_per_step);
     const StepBench& main = ft ? fine : pre;
     const std::string name = cuda::device_name(device.index);
@@ -453,6 +453,7 @@ int run_bench(const BenchCli& o) {
                         {"batch_size", tc.batch_size},
                         {"seq_len", tc.seq_len},
                         {"grad_accum", tc.grad_accum},
+                        {"precision", tc.precision},
                         {"tokens_per_step", tokens},
                         {"threads", omp_get_max_threads()},
                         {"warmup", o.warmup},

@@ -120,7 +120,18 @@ void gemm_f32(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
 
 }  // namespace
 
+// bf16 operands (both, into f32 c: checks.cpp) are widened to f32, which is exact, and run the
+// f32 product: each term a_ik b_kj of two bf16 values is exact in f32 too (8 + 8 significant
+// bits), so this is the reference of the GPU's bf16 GEMMs, which multiply the same values and
+// accumulate in f32 in their own order. A run config refuses bf16 on the CPU (it would be slower
+// than f32 here, and no nearer to the GPU's bits than the f32 reference); tests use it.
+namespace {
+bool bf16_operands(const Tensor& a) { return a.dtype() == DType::bf16; }
+Tensor widened(const Tensor& t) { return t.to(DType::f32); }
+}  // namespace
+
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  if (bf16_operands(a)) return gemm(widened(a), ta, widened(b), tb, c, alpha, beta);
   dispatch_float(c.dtype(), "gemm", [&](auto tag) {
     if constexpr (std::is_same_v<decltype(tag), float>)
       gemm_f32(a, ta, b, tb, c, alpha, beta);
@@ -143,6 +154,7 @@ std::pair<SView, SView> f32_views(const Tensor& a, bool ta, const Tensor& b, boo
 // over op(a)'s columns, which is the definition.
 void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
                  bool accumulate) {
+  if (bf16_operands(a)) return gemm_rowsum(widened(a), ta, widened(b), tb, c, beta, sums, accumulate);
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   if (c.dtype() == DType::f32) {
     const auto [av, bv] = f32_views(a, ta, b, tb, g);
@@ -158,6 +170,7 @@ void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
 // The definition: gemm, then the bias added to every row (copy with accumulate: c + bias, the
 // addition of binary add).
 void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  if (bf16_operands(a)) return gemm_then_bias(widened(a), ta, widened(b), tb, bias, c);
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   gemm(a, ta, b, tb, c, 1.0, 0.0);
   Tensor c2 = c.view({g.M, g.N});
@@ -167,6 +180,7 @@ void gemm_then_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Te
 // The definition: gemm, then reduce_sum_to over op(b)'s rows.
 void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double beta, Tensor& sums,
                  bool accumulate) {
+  if (bf16_operands(a)) return gemm_colsum(widened(a), ta, widened(b), tb, c, beta, sums, accumulate);
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   gemm(a, ta, b, tb, c, 1.0, beta);
   Tensor s = tb ? sums.view({g.N, 1}) : sums.view({1, g.N});
@@ -177,6 +191,7 @@ void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
 // in every row of c (a write and a read of c saved: 75 MB each for BERT's MLM decoder). f64:
 // the fill, then c += op(a) op(b); the same operations, so both dtypes match that definition.
 void gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias, Tensor& c) {
+  if (bf16_operands(a)) return gemm_bias(widened(a), ta, widened(b), tb, bias, c);
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   if (c.dtype() == DType::f32) {
     const auto [av, bv] = f32_views(a, ta, b, tb, g);

@@ -32,19 +32,21 @@ void check_cublas(cublasStatus_t s, const char* op) {
 
 // The cuBLAS handle of the current device `device`, created on first use and kept for the life
 // of the process (never destroyed: the CUDA runtime may be gone during static destruction).
-cublasHandle_t handle(int device) {
+// f32 and f64 products run in CUBLAS_PEDANTIC_MATH; bf16 operands in a handle of its own in
+// CUBLAS_DEFAULT_MATH, where their products run on the tensor cores (each product of two bf16
+// values is exact in f32 and the sums are f32, so no precision is traded there).
+cublasHandle_t handle(int device, bool bf16_in = false) {
   static std::mutex mutex;
-  static auto* handles = new std::map<int, cublasHandle_t>;
+  static auto* handles = new std::map<std::pair<int, bool>, cublasHandle_t>;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = handles->find(device); it != handles->end()) return it->second;
+  if (auto it = handles->find({device, bf16_in}); it != handles->end()) return it->second;
   cublasHandle_t h = nullptr;
   check_cublas(cublasCreate(&h), "gemm");
   const char* math = std::getenv("SAOBP_CUBLAS_MATH");  // "default": CUBLAS_DEFAULT_MATH (measured)
-  check_cublas(cublasSetMathMode(
-                   h, math && std::string(math) == "default" ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH),
-               "gemm");
+  const bool pedantic = !bf16_in && !(math && std::string(math) == "default");
+  check_cublas(cublasSetMathMode(h, pedantic ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH), "gemm");
   check_cublas(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED), "gemm");
-  handles->emplace(device, h);
+  handles->emplace(std::pair{device, bf16_in}, h);
   return h;
 }
 
@@ -88,6 +90,34 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
                    M * N, static_cast<int>(Bc)),
       "gemm");
 }
+
+// bf16 a and b into f32 c: cublasGemmStridedBatchedEx with f32 compute (the same operand swap).
+void gemm_bf16(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  const int64_t M = g.M, N = g.N, K = g.K;
+  if (c.numel() == 0) return;
+  if (K == 0) {
+    if (beta == 0.0)
+      fill(c, 0.0);
+    else
+      axpby(c, beta, c, 0.0);
+    return;
+  }
+  if (std::max({M, N, K, g.Bc}) > INT_MAX)
+    fail("gemm", "dimensions of a {} b {} c {} exceed cuBLAS's int range", a.str(), b.str(), c.str());
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  check_cublas(
+      cublasGemmStridedBatchedEx(
+          handle(c.device().index, true), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &al, b.data<bf16>(), CUDA_R_16BF,
+          static_cast<int>(tb ? K : N), g.Bb == 1 ? 0 : K * N, a.data<bf16>(), CUDA_R_16BF,
+          static_cast<int>(ta ? M : K), g.Ba == 1 ? 0 : M * K, &be, c.data<float>(), CUDA_R_32F,
+          static_cast<int>(N), M * N, static_cast<int>(g.Bc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "gemm");
+}
+
+// An f32 copy of a bf16 operand (exact), for the definitions' reduce_sum_to.
+Tensor widened(const Tensor& t) { return t.to(DType::f32); }
 
 }  // namespace
 
@@ -136,7 +166,7 @@ uint32_t alignment(const void* p) {
 
 struct LtKey {
   int device, m, n, k;
-  bool ta, tb;
+  bool ta, tb, bf16_in;  // a and b bf16 (f32 compute, CUBLAS_COMPUTE_32F), else f32 pedantic
   Epilogue epi;
   uint32_t align_a, align_b, align_c;
   auto operator<=>(const LtKey&) const = default;
@@ -174,7 +204,9 @@ const LtPlan& lt_plan(const LtKey& key, LtDevice& dev) {
   if (auto it = plans->find(key); it != plans->end()) return it->second;
   LtPlan p;
   const cublasOperation_t opa = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "gemm");
+  check_lt(cublasLtMatmulDescCreate(&p.desc, key.bf16_in ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC,
+                                    CUDA_R_32F),
+           "gemm");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "gemm");
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "gemm");
   const cublasLtEpilogue_t epi = key.epi == Epilogue::bias           ? CUBLASLT_EPILOGUE_BIAS
@@ -183,10 +215,9 @@ const LtPlan& lt_plan(const LtKey& key, LtDevice& dev) {
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "gemm");
   // Stored shapes (rows, cols, ld), column-major: A is op(b)ᵀ's storage, B op(a)ᵀ's.
   const uint64_t m = key.m, n = key.n, k = key.k;
-  check_lt(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, key.tb ? k : m, key.tb ? m : k, key.tb ? k : m),
-           "gemm");
-  check_lt(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, key.ta ? n : k, key.ta ? k : n, key.ta ? n : k),
-           "gemm");
+  const cudaDataType_t in = key.bf16_in ? CUDA_R_16BF : CUDA_R_32F;
+  check_lt(cublasLtMatrixLayoutCreate(&p.a, in, key.tb ? k : m, key.tb ? m : k, key.tb ? k : m), "gemm");
+  check_lt(cublasLtMatrixLayoutCreate(&p.b, in, key.ta ? n : k, key.ta ? k : n, key.ta ? n : k), "gemm");
   check_lt(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, m, n, m), "gemm");
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "gemm");
@@ -219,9 +250,17 @@ bool gemm_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doub
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   if (g.M == 0 || g.N == 0 || g.K == 0 || std::max({g.M, g.N, g.K}) > INT_MAX) return false;
   const int device = c.device().index;
-  const LtKey key{
-      device, static_cast<int>(g.N),      static_cast<int>(g.M),      static_cast<int>(g.K),     ta, tb,
-      epi,    alignment(a.data<float>()), alignment(b.data<float>()), alignment(c.data<float>())};
+  const LtKey key{device,
+                  static_cast<int>(g.N),
+                  static_cast<int>(g.M),
+                  static_cast<int>(g.K),
+                  ta,
+                  tb,
+                  a.dtype() == DType::bf16,
+                  epi,
+                  alignment(a.raw()),
+                  alignment(b.raw()),
+                  alignment(c.data<float>())};
   std::lock_guard<std::mutex> lock(lt_mutex);
   LtDevice& dev = lt_device(device);
   const LtPlan& p = lt_plan(key, dev);
@@ -229,9 +268,8 @@ bool gemm_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doub
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof vec),
            "gemm");
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-  check_lt(cublasLtMatmul(dev.handle, p.desc, &al, b.data<float>(), p.a, a.data<float>(), p.b, &be,
-                          c.data<float>(), p.c, c.data<float>(), p.c, &p.algo, dev.workspace, kLtWorkspace,
-                          nullptr),
+  check_lt(cublasLtMatmul(dev.handle, p.desc, &al, b.raw(), p.a, a.raw(), p.b, &be, c.data<float>(), p.c,
+                          c.data<float>(), p.c, &p.algo, dev.workspace, kLtWorkspace, nullptr),
            "gemm");
   return true;
 }
@@ -251,6 +289,7 @@ bool gemm_sums_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c,
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   use_device_of(c, "gemm");
+  if (a.dtype() == DType::bf16) return gemm_bf16(a, ta, b, tb, c, alpha, beta);
   dispatch_float(c.dtype(), "gemm", [&](auto tag) { gemm_t<decltype(tag)>(a, ta, b, tb, c, alpha, beta); });
 }
 
@@ -263,7 +302,8 @@ void gemm_rowsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   gemm(a, ta, b, tb, c, 1.0, beta);
   Tensor s = ta ? sums.view({1, g.M}) : sums.view({g.M, 1});
-  reduce_sum_to(ta ? a.view({g.K, g.M}) : a.view({g.M, g.K}), s, 1.0, accumulate);
+  const Tensor aw = widened(a);
+  reduce_sum_to(ta ? aw.view({g.K, g.M}) : aw.view({g.M, g.K}), s, 1.0, accumulate);
 }
 
 // gemm, then reduce_sum_to over op(b)'s rows, or one cuBLASLt call with the bias-gradient
@@ -275,7 +315,8 @@ void gemm_colsum(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, 
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   gemm(a, ta, b, tb, c, 1.0, beta);
   Tensor s = tb ? sums.view({g.N, 1}) : sums.view({1, g.N});
-  reduce_sum_to(tb ? b.view({g.N, g.K}) : b.view({g.K, g.N}), s, 1.0, accumulate);
+  const Tensor bw = widened(b);
+  reduce_sum_to(tb ? bw.view({g.N, g.K}) : bw.view({g.K, g.N}), s, 1.0, accumulate);
 }
 
 // One cuBLASLt call with the bias epilogue (which adds the bias to the finished product), or the
