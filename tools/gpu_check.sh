@@ -16,7 +16,7 @@
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
 # SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
 # (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
-# subset of: build info tests kernels train commands sanitize kill mpi hf bench torch; default
+# subset of: build info tests kernels train commands sanitize kill mpi hf bench bf16 torch; default
 # all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels stage, default
 # [cuda]). Each stage has a time limit; a failing stage is logged and the next one still runs.
 set -uo pipefail
@@ -28,7 +28,7 @@ mkdir -p "$(dirname "$log")"
 log=$(realpath "$log")
 out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize kill mpi hf bench torch}
+stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize kill mpi hf bench bf16 torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
 t_start=$SECONDS
@@ -196,6 +196,24 @@ gpu_bench() {
   return $rc
 }
 stage bench 120 gpu_bench
+# train.precision = bf16 against f32 (docs/precision.md): the Medium models at T = 512 (the MFU
+# target of issue 23: 40% of the bf16 peak), both attentions, and the Mini models' bp_high.
+gpu_bf16() {
+  local rc=0 config attention precision
+  for config in configs/bert-medium.toml configs/gpt2-medium.toml; do
+    for attention in original bp_high; do
+      for precision in f32 bf16; do
+        "$saobp" bench "$config" train.device=cuda model.attention=$attention train.seq_len=512 \
+          train.precision=$precision data.kind=synthetic || rc=1
+      done
+    done
+  done
+  for config in configs/bert-mini.toml configs/gpt2-mini.toml; do
+    "$saobp" bench "$config" train.device=cuda model.attention=bp_high train.precision=bf16 data.kind=synthetic || rc=1
+  done
+  return $rc
+}
+stage bf16 200 gpu_bf16
 stage torch 420 env SAOBP="$saobp" bash tools/bench_gpu.sh "$out_dir/bench_gpu.md"
 
 rm -rf "$work"

@@ -125,8 +125,8 @@ Var affine(const Var& x, const Var& w, const Var& b, bool in_out, GemmInputs in,
     }
     if (gin.needs(2)) {
       Tensor gb = gin.slot(2, fresh).view({1, OUT});
-      const Tensor gw = g2.dtype() == DType::bf16 ? g2.to(DType::f32) : g2;  // the rounded g, exactly
-      kern::reduce_sum_to(gw, gb, 1.0, !fresh);                              // gb += Σ_rows g
+      // gb += Σ_rows g (with bf16 inputs: the rounded g, widened exactly, as the epilogue sums it)
+      kern::reduce_sum_to(g2.dtype() == DType::bf16 ? g2.to(DType::f32) : g2, gb, 1.0, !fresh);
     }
   });
 }

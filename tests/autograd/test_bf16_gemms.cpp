@@ -22,7 +22,8 @@ struct Layer {
 struct Run {
   Tensor y, gx, gw, gb;
 };
-Run run(const Layer& l, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& G, GemmInputs in) {
+Run run(const Layer& l, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& G,
+        GemmInputs in) {
   Var x(x0.clone(), true), w(w0.clone(), l.weight_learns), b = l.bias ? Var(b0.clone(), true) : Var();
   const Var y = l.conv ? conv1d(x, w, b, in) : linear(x, w, b, in);
   y.backward(G);
