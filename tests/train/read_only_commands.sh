@@ -4,7 +4,8 @@
 # every file of the run folder as it was (names and bytes). So does `eval` of a long-range task's
 # checkpoint (a RoPE GPT-2 on count_ones) at other lengths, one of them past the model.max_positions
 # it was trained with (raised by the override), which it prints: the task_eval.json of training
-# stays. Usage: read_only_commands.sh PATH/TO/saobp. About 1 s.
+# stays. A bf16 GPU run's checkpoint is read on the CPU in f32 with --device cpu.
+# Usage: read_only_commands.sh PATH/TO/saobp. About 1 s.
 set -euo pipefail
 saobp=$(realpath "$1")
 work=$(mktemp -d "${TMPDIR:-/tmp}/saobp-read-only.XXXXXX")
@@ -41,6 +42,35 @@ grep -Eq '^ +32 +[0-9.]+ +[0-9.]+ +4$' "$work/eval-task.txt" || {
 }
 [[ -s $work/wd/inspect.safetensors ]] || {
   echo "inspect wrote no inspect.safetensors into the working directory" >&2
+  exit 1
+}
+# A checkpoint of a bf16 run on a GPU (its config.toml says so; checksums.json follows) is read on
+# the CPU with --device cpu, in f32: eval succeeds and prints the same loss as the f32 run's.
+cp -r "$work/run/final" "$work/gpu-bf16"
+python3 - "$work/gpu-bf16" <<'PY'
+import json, pathlib, re, sys
+d = pathlib.Path(sys.argv[1])
+t = (d / "config.toml").read_text()
+t = re.sub(r'\ndevice = "cpu"\n', '\ndevice = "cuda"\n', t)
+t = re.sub(r'\nprecision = "f32"\n', '\nprecision = "bf16"\n', t)
+assert 'precision = "bf16"' in t and 'device = "cuda"' in t, t
+(d / "config.toml").write_text(t)
+h = 0xcbf29ce484222325
+for b in t.encode():
+    h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+c = json.loads((d / "checksums.json").read_text())
+c["files"]["config.toml"] = f"{h:016x}"
+(d / "checksums.json").write_text(json.dumps(c, indent=2) + "\n")
+PY
+(cd "$work/wd" && "$saobp" eval --checkpoint "$work/gpu-bf16" --device cpu >"$work/eval-bf16.txt" 2>&1) || {
+  echo "eval --device cpu of a bf16 GPU run's checkpoint failed:" >&2
+  cat "$work/eval-bf16.txt" >&2
+  exit 1
+}
+(cd "$work/wd" && "$saobp" eval --checkpoint "$work/run/final" >"$work/eval-f32.txt" 2>&1)
+[[ $(grep -o 'loss [0-9.]*' "$work/eval-bf16.txt") == $(grep -o 'loss [0-9.]*' "$work/eval-f32.txt") ]] || {
+  echo "eval --device cpu of the bf16 checkpoint and of the f32 one differ:" >&2
+  cat "$work/eval-bf16.txt" "$work/eval-f32.txt" >&2
   exit 1
 }
 after=$(listing)

@@ -150,11 +150,17 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 }
 
 void add_device_option(CLI::App* sub, std::string& device) {
-  sub->add_option("--device", device, "run on cpu, cuda or cuda:N (default: the checkpoint's train.device)");
+  sub->add_option(
+      "--device", device,
+      "run on cpu, cuda or cuda:N (default: the checkpoint's train.device; on cpu in f32, whatever "
+      "train.precision the run was trained with)");
 }
 
+// --device cpu also sets train.precision = f32: a checkpoint of a bf16 run on a GPU is read on
+// the CPU in f32, the reference (a run config refuses bf16 there; docs/precision.md).
 std::vector<std::string> with_device(std::vector<std::string> overrides, const std::string& device) {
   if (!device.empty()) overrides.push_back("train.device=" + device);
+  if (device == "cpu") overrides.push_back("train.precision=f32");
   return overrides;
 }
 
