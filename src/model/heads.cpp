@@ -47,8 +47,8 @@ Var MlmHead::logits_at(const Var& hidden, const Tensor& positions) {
       embedding(reshape(hidden, {-1, body_.shape().hidden}), positions);  // (N,C), scatter-add backward
   Var h = layernorm(gelu(linear(rows, w_, b_, body_.shape().gemm_inputs), false), ln_w_, ln_b_,
                     body_.shape().ln_eps);
-  return linear(h, body_.token_embedding(), bias_,
-                body_.shape().gemm_inputs);  // decoder tied to the word embeddings
+  // The decoder is tied to the word embeddings.
+  return linear(h, body_.token_embedding(), bias_, body_.shape().gemm_inputs);
 }
 
 Var MlmHead::logits(const Var& hidden) {

@@ -119,7 +119,7 @@ Generation generate(Body& body, LmHead& head, const std::vector<int32_t>& prompt
   // product reads wte across its rows at every token (strided loads, 3/4 of a token's time at
   // GPT-2 Mini's 50257 tokens); a (C,V) copy made once per call is read along its rows instead.
   // Each logit is the same chain of fused multiply-adds either way (tensor/cpu/sgemm.cpp), so the
-  // bits do not change.
+  // bits do not change. With bf16 GEMM inputs the head's own linear runs instead (its rounding).
   Tensor wte_t;
   if (dynamic_cast<CausalLmHead*>(&head) && body.shape().gemm_inputs == GemmInputs::f32)
     wte_t = body.token_embedding().data().transpose(0, 1).contiguous();
