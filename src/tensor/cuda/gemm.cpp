@@ -67,20 +67,28 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t opa, cublasOpera
 }
 
 // c: (Bc,M,N)  a: (Ba,M,K) or (Ba,K,M) if ta  b: (Bb,K,N) or (Bb,N,K) if tb; Ba, Bb in {Bc, 1}.
-template <class T>
-void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
-  const GemmDims g = gemm_dims(a, ta, b, tb, c);
-  const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
-  if (c.numel() == 0) return;
-  if (K == 0) {  // op(a) op(b) is zero; cuBLAS would reject the leading dimension 0
+// What every cuBLAS product does before the call: true when nothing is left to do (c empty, or
+// K = 0: op(a) op(b) is zero and c is scaled by beta; cuBLAS would reject the leading dimension
+// 0); refuses sizes past cuBLAS's int range.
+bool gemm_done_without_cublas(const Tensor& a, const Tensor& b, Tensor& c, const GemmDims& g, double beta) {
+  if (c.numel() == 0) return true;
+  if (g.K == 0) {
     if (beta == 0.0)
       fill(c, 0.0);
     else
       axpby(c, beta, c, 0.0);
-    return;
+    return true;
   }
-  if (std::max({M, N, K, Bc}) > INT_MAX)
+  if (std::max({g.M, g.N, g.K, g.Bc}) > INT_MAX)
     fail("gemm", "dimensions of a {} b {} c {} exceed cuBLAS's int range", a.str(), b.str(), c.str());
+  return false;
+}
+
+template <class T>
+void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
+  const GemmDims g = gemm_dims(a, ta, b, tb, c);
+  const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
+  if (gemm_done_without_cublas(a, b, c, g, beta)) return;
   const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
   check_cublas(
       gemm_batched(handle(c.device().index), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -95,16 +103,7 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
 void gemm_bf16(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   const int64_t M = g.M, N = g.N, K = g.K;
-  if (c.numel() == 0) return;
-  if (K == 0) {
-    if (beta == 0.0)
-      fill(c, 0.0);
-    else
-      axpby(c, beta, c, 0.0);
-    return;
-  }
-  if (std::max({M, N, K, g.Bc}) > INT_MAX)
-    fail("gemm", "dimensions of a {} b {} c {} exceed cuBLAS's int range", a.str(), b.str(), c.str());
+  if (gemm_done_without_cublas(a, b, c, g, beta)) return;
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
   check_cublas(
       cublasGemmStridedBatchedEx(
