@@ -78,15 +78,22 @@ namespace {
 
 // The tiled kernels behind the same autograd record: saved are the row log-sum-exps, the column
 // sums of the log-factors and the output (the backward's ρ^S = dO · O), O(T) per head.
-// What both kernels' calls start from: contiguous q, k, v and λ (BP variants), and the params.
+// What both kernels' calls start from: contiguous q, k, v (rounded to bf16 when `half`: the
+// materialized kernels with bf16 GEMM operands) and λ (BP variants), and the params.
 struct Call {
   Tensor Q, K, V, lam;
   AttnParams p;
   bool bp = false;
 };
-Call prepare_call(const Var& q, const Var& k, const Var& v, const Var& lambda, const AttentionConfig& cfg) {
+Call prepare_call(const Var& q, const Var& k, const Var& v, const Var& lambda, const AttentionConfig& cfg,
+                  bool half) {
   Call c;
   c.Q = q.data().contiguous(), c.K = k.data().contiguous(), c.V = v.data().contiguous();
+  if (half) {
+    if (c.Q.dtype() != DType::f32)
+      fail("attention", "bf16 GEMM operands are rounded from f32; q is {}", c.Q.str());
+    c.Q = c.Q.to(DType::bf16), c.K = c.K.to(DType::bf16), c.V = c.V.to(DType::bf16);
+  }
   c.p = AttnParams{cfg.variant, cfg.causal, cfg.steps, 1.0 / std::sqrt(static_cast<double>(q.size(3))),
                    cfg.causal && cfg.leak};
   c.bp = uses_lambda(cfg.variant);
@@ -102,7 +109,7 @@ Var attention_tiled(const Var& q, const Var& k, const Var& v, const Tensor& key_
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
   // Named copies, not a structured binding: the lambdas below capture them (clang refuses
   // capturing structured bindings; the fuzz build uses it).
-  const Call c = prepare_call(q, k, v, lambda, cfg);
+  const Call c = prepare_call(q, k, v, lambda, cfg, false);
   const Tensor Q = c.Q, K = c.K, V = c.V, lam = c.lam;
   const AttnParams p = c.p;
   const bool bp = c.bp;
@@ -131,24 +138,27 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
   // Named copies, not a structured binding: the lambdas below capture them (clang refuses
   // capturing structured bindings; the fuzz build uses it).
-  const Call c = prepare_call(q, k, v, lambda, cfg);
+  const bool half = cfg.gemm_inputs == GemmInputs::bf16;
+  const Call c = prepare_call(q, k, v, lambda, cfg, half);
   const Tensor Q = c.Q, K = c.K, V = c.V, lam = c.lam;
   const AttnParams p = c.p;
   const bool bp = c.bp;
-  Tensor out = Q.new_empty(Q.shape()), probs = Q.new_empty({B, NH, T, T}), saved, aux;
-  if (bp) saved = Q.new_empty({cfg.steps, B, NH, T, T});
+  // The output and the maps in q's own dtype (f32 when Q, K and V went to bf16).
+  const Tensor& like = q.data();
+  Tensor out = like.new_empty(Q.shape()), probs = like.new_empty({B, NH, T, T}), saved, aux;
+  if (bp) saved = like.new_empty({cfg.steps, B, NH, T, T});
   if (cfg.variant == AttnVariant::bp_elemmul) {
-    saved = Q.new_empty({1, B, NH, T, T});
-    aux = Q.new_empty({B, NH, T});
+    saved = like.new_empty({1, B, NH, T, T});
+    aux = like.new_empty({B, NH, T});
   }
   kern::attention_forward(Q, K, V, key_mask, lam, p, out, probs, saved, aux);
   // Head skip: keep (B,NH) is 0 for a sinky (sample, head). Its output is zeroed here and its
   // incoming gradient below, so q, k, v and λ get exactly zero gradient from it.
   Tensor keep;
   if (cfg.skip_sinky) {
-    keep = Q.new_empty({B, NH});
+    keep = like.new_empty({B, NH});
     kern::sink_gate(probs, key_mask, cfg.skip_peak_tau, cfg.skip_head_fraction, keep);
-    Tensor gated = Q.new_empty(Q.shape());
+    Tensor gated = like.new_empty(Q.shape());
     kern::binary(BinaryOp::mul, out, keep.view({B, NH, 1, 1}), gated);
     out = gated;
   }
@@ -156,7 +166,7 @@ Var attention(const Var& q, const Var& k, const Var& v, const Tensor& key_mask, 
     maps->probs = probs;
     maps->attn = saved.defined() ? saved.slice(0, 0, 1).squeeze(0) : probs;
     maps->keep = keep;
-    maps->values = V;
+    maps->values = half ? v.data().contiguous() : V;
   }
   std::vector<Var> inputs{q, k, v};
   if (bp) inputs.push_back(lambda);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attention/kernels.h"
+#include "autograd/ops.h"
 #include "autograd/var.h"
 
 namespace saobp {
@@ -39,6 +40,12 @@ struct AttentionConfig {
   // for the maps (diagnostics), bp_elemmul or the head skip (it reads every row of B) takes the
   // materialized kernels.
   bool tiled = false;
+  // The operands of the materialized kernels' GEMMs (train.precision, docs/precision.md). bf16:
+  // q, k and v rounded once and kept in bf16 for the backward; B rounded on its way into B V and
+  // Bᵀ dO, the output gradient dO into dO Vᵀ and Bᵀ dO, and ds into ds K and dsᵀ Q; every sum is
+  // f32, and the maps (scores, softmax, the BP messages and beliefs) stay f32. The tiled kernels
+  // compute their products inside and stay f32 (so do the diagnostics, which read f32 maps).
+  GemmInputs gemm_inputs = GemmInputs::f32;
 };
 
 // Whether a call with these settings runs the tiled kernels.

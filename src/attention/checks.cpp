@@ -34,6 +34,12 @@ AttnDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const char* op = "attention";
   require_same_device(op, q, {&lambda, &probs, &saved, &aux});
   const AttnDims d = check_qkv(op, q, k, v, key_mask);
+  // The maps' dtype is the one the kernels compute in: q's, or f32 under bf16 q, k and v (the
+  // GEMMs' operands in bf16, kernels.inc).
+  const DType maps = q.dtype() == DType::bf16 ? DType::f32 : q.dtype();
+  check_dtype(probs, maps, op, "probs");
+  for (auto [t, name] : {std::pair<const Tensor*, const char*>{&saved, "saved"}, {&aux, "aux"}})
+    if (t->defined()) check_dtype(*t, maps, op, name);
   check_shape(probs, {d.B, d.NH, d.T, d.T}, op, "probs");
   require_contiguous(op, probs, "probs");
   require_contiguous(op, saved, "saved");
@@ -56,6 +62,8 @@ AttnDims check_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v
   const char* op = "attention_tiled";
   if (p.variant == AttnVariant::bp_elemmul)
     fail(op, "bp_elemmul needs A Aᵀ, a T×T product: it has no tiled form (use the materialized kernel)");
+  if (q.dtype() == DType::bf16)
+    fail(op, "the tiled kernels compute their products inside, in f32 or f64: q is {}", q.str());
   require_same_device(op, q, {&lambda, &lse, &colsum});
   const AttnDims d = check_qkv(op, q, k, v, key_mask);
   const int64_t S = uses_lambda(p.variant) ? p.steps : 0;

@@ -13,6 +13,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
   require_same_device("attention", out, {&q});
   check_shape(out, q.shape(), "attention", "output");
+  check_dtype(out, probs.dtype(), "attention", "output");
   require_contiguous("attention", out, "output");
   SAOBP_ON_DEVICE(out, attention_forward, q, k, v, key_mask, lambda, p, out, probs, saved, aux);
 }
@@ -25,9 +26,13 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttnDims d = check_attention(q, k, v, key_mask, lambda, p, probs, saved, aux);
   require_same_device(op, gout, {&q, &gq, &gk, &gv, &glambda});
   check_shape(gout, q.shape(), op, "gout");
+  check_dtype(gout, probs.dtype(), op, "gout");
   require_contiguous(op, gout, "gout");
   for (const Tensor* g : {&gq, &gk, &gv})
-    if (g->defined()) check_shape(*g, q.shape(), op, "gq, gk and gv");
+    if (g->defined()) {
+      check_shape(*g, q.shape(), op, "gq, gk and gv");
+      check_dtype(*g, probs.dtype(), op, "gq, gk and gv");
+    }
   if (glambda.defined() && (lambda.defined() || uses_lambda(p.variant)))
     check_shape(glambda, {d.NH}, op, "glambda");
   require_contiguous(op, {{gq, "gq"}, {gk, "gk"}, {gv, "gv"}, {glambda, "glambda"}});

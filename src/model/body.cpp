@@ -61,8 +61,9 @@ Var Body::attend(Var q, Var k, const Var& v, const Tensor& key_mask, const Var& 
     q = rope(q, shape_.rope_base), k = rope(k, shape_.rope_base);
   }
   if (keep_qk) qk_->emplace_back(q, k);
-  Var a = merge_heads(
-      attention(q, k, v, key_mask, lam, shape_.attention.call_config(shape_.causal), maps ? &m : nullptr));
+  AttentionConfig cfg = shape_.attention.call_config(shape_.causal);
+  cfg.gemm_inputs = shape_.gemm_inputs;
+  Var a = merge_heads(attention(q, k, v, key_mask, lam, cfg, maps ? &m : nullptr));
   if (maps) {
     m.queries = q.data(), m.keys = k.data();
     maps->push_back(m);

@@ -30,7 +30,8 @@ struct BodyShape {
   PositionKind positions = PositionKind::learned;
   double rope_base = 10000;
   bool causal = false;  // GPT-2's decoder: each position attends to itself and the ones before
-  // The operands of every linear layer's GEMMs, heads' included (train.precision; autograd/ops.h).
+  // The operands of every linear layer's GEMMs, heads' included, and of the materialized attention
+  // kernels' (train.precision; autograd/ops.h, AttentionConfig::gemm_inputs).
   GemmInputs gemm_inputs = GemmInputs::f32;
   // Throws naming the run config's key (model.hidden, model.heads, ...) of a bad size.
   void validate() const;

@@ -47,8 +47,8 @@ struct ModelSection {
 struct TrainSection {
   uint64_t seed = 42;
   std::string device = "cpu";  // cpu | cuda | cuda:N
-  // f32 | bf16: the operands of the linear layers' GEMMs (autograd/ops.h GemmInputs,
-  // docs/precision.md). bf16 runs on a GPU only; the CPU trains in f32, the reference.
+  // f32 | bf16: the operands of the linear layers' and the attention's GEMMs (autograd/ops.h
+  // GemmInputs, docs/precision.md). bf16 runs on a GPU only; the CPU trains in f32, the reference.
   std::string precision = "f32";
   int64_t batch_size = 32, seq_len = 128;
   double lr = 5e-5, min_lr = 0;

@@ -6,9 +6,16 @@
 // (bp_elemmul.cpp). Each tile's GEMMs run on its thread (tile_gemm: our sgemm for f32, Eigen for
 // f64), and λ's gradient is summed over the batch in order: results do not depend on the thread
 // count.
+// bf16 GEMM operands (kernels.inc): q, k and v are widened to f32, which is exact, and the f32
+// kernel runs with B, dO and ds rounded to bf16 values where they enter a product: the same
+// terms as the GPU's bf16 GEMMs, the reference for them.
 // CUDA twin: src/attention/cuda/attention.cpp + attention.cu.
+#include <type_traits>
+#include <vector>
+
 #include "attention/backend.h"
 #include "attention/cpu/tile.h"
+#include "tensor/bf16.h"
 #include "tensor/cpu/common.h"
 #include "tensor/cpu/tile_gemm.h"
 
@@ -21,10 +28,27 @@ namespace {
 
 using Dims = AttnDims;
 
+// x[0..n) rounded to bf16 values (nearest, ties to even), in place or into y.
+void round_bf16(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = bf16_value(bf16_bits(x[i]));
+}
+template <class T>
+const T* rounded_for_gemm(bool half, const T* x, std::vector<T>& buf, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (half) {
+      if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+      round_bf16(x, buf.data(), n);
+      return buf.data();
+    }
+  }
+  return x;
+}
+
+// `half`: bf16 GEMM operands (q, k, v already widened from bf16 by the caller).
 template <class T>
 void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
-               Tensor& aux, const Dims& d) {
+               Tensor& aux, const Dims& d, bool half) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
   const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const T* qp = q.data<T>();
@@ -37,6 +61,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   const uint8_t* km = key_mask.defined() ? key_mask.data<uint8_t>() : nullptr;
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     static thread_local Scratch<T> w;
+    static thread_local std::vector<T> Bh;  // B rounded (half)
     w.ensure(T2, d.T);
     for (int64_t bh = t0; bh < t1; ++bh) {
       const int64_t b = bh / d.NH, h = bh % d.NH;
@@ -67,7 +92,8 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
           break;
         }
       }
-      tile_gemm(d.T, d.HS, d.T, T(1), B, false, vp + bh * QS, false, T(0), op + bh * QS);  // O = B V
+      tile_gemm(d.T, d.HS, d.T, T(1), rounded_for_gemm(half, B, Bh, T2), false, vp + bh * QS, false, T(0),
+                op + bh * QS);  // O = B V
     }
   });
 }
@@ -76,7 +102,7 @@ template <class T>
 void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                 const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
                 const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv, Tensor& glambda,
-                const Dims& d) {
+                const Dims& d, bool half) {
   const int64_t T2 = d.T * d.T, tiles = d.B * d.NH, QS = d.T * d.HS;
   const std::vector<double> lam = attn::head_lambdas<T>(lambda);
   const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>(), *pp = probs.data<T>(),
@@ -91,15 +117,18 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   const T sc = static_cast<T>(p.scale);
   parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     static thread_local Scratch<T> w;
+    static thread_local std::vector<T> Bh;  // B rounded (half)
     w.ensure(T2, d.T);
     for (int64_t bh = t0; bh < t1; ++bh) {
       const int64_t b = bh / d.NH, h = bh % d.NH;
       const TileMask m{d.T, km ? km + b * d.T : nullptr, p.causal, p.leak};
       const T* B = pp + bh * T2;
-      const T* dO = gp + bh * QS;
+      const T* dO = gp + bh * QS;  // rounded by the caller (half)
       T* dB = w.d.data();
-      tile_gemm(d.T, d.T, d.HS, T(1), dO, false, vp + bh * QS, true, T(0), dB);           // dB = dO Vᵀ
-      if (gvp) tile_gemm(d.T, d.HS, d.T, T(1), B, true, dO, false, T(1), gvp + bh * QS);  // dV += Bᵀ dO
+      tile_gemm(d.T, d.T, d.HS, T(1), dO, false, vp + bh * QS, true, T(0), dB);  // dB = dO Vᵀ
+      if (gvp)
+        tile_gemm(d.T, d.HS, d.T, T(1), rounded_for_gemm(half, B, Bh, T2), true, dO, false, T(1),
+                  gvp + bh * QS);  // dV += Bᵀ dO
       if (!gqp && !gkp && !glambda.defined()) continue;
       T* ds = w.e.data();
       std::fill(ds, ds + T2, T(0));
@@ -123,6 +152,8 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
           attn::elemmul_backward(m, sp + bh * T2, B, ap + bh * d.T, dB, ds, w);
           break;
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (half && (gqp || gkp)) round_bf16(ds, ds, T2);
       if (gqp)
         tile_gemm(d.T, d.HS, d.T, sc, ds, false, kp + bh * QS, false, T(1), gqp + bh * QS);  // dQ += sc dS K
       if (gkp)
@@ -138,8 +169,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const Tensor& lambda, const AttnParams& p, Tensor& out, Tensor& probs, Tensor& saved,
                        Tensor& aux) {
   const Dims d = attn_dims(q);
+  if (q.dtype() == DType::bf16) {
+    forward_t<float>(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), key_mask, lambda, p, out, probs,
+                     saved, aux, d, true);
+    return;
+  }
   dispatch_float(q.dtype(), "attention", [&](auto tag) {
-    forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, probs, saved, aux, d);
+    forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, probs, saved, aux, d, false);
   });
 }
 
@@ -148,8 +184,15 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& aux, const Tensor& gout, Tensor& gq, Tensor& gk, Tensor& gv,
                         Tensor& glambda) {
   const Dims d = attn_dims(q);
+  if (q.dtype() == DType::bf16) {
+    const Tensor dO = gout.to(DType::bf16).to(DType::f32);  // rounded once, for both of its products
+    backward_t<float>(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), key_mask, lambda, p, probs, saved,
+                      aux, dO, gq, gk, gv, glambda, d, true);
+    return;
+  }
   dispatch_float(q.dtype(), "attention_backward", [&](auto tag) {
-    backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda, d);
+    backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda, d,
+                              false);
   });
 }
 

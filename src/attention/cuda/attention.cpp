@@ -7,6 +7,8 @@
 //             dK += scale dsᵀ Q,  dλ_h += ∂L/∂c · dc/dλ
 // Every sum has a fixed order (cuBLAS in pedantic mode, warp-per-row softmaxes, column kernels,
 // λ summed over the batch in order): results are bitwise reproducible run to run.
+// bf16 GEMM operands (kernels.inc): bf16 q, k, v go straight into the bf16 GEMMs (tensor cores,
+// f32 sums); B, dO and ds are cast to bf16 copies for theirs; the maps stay f32.
 #include <cmath>
 #include <vector>
 
@@ -42,6 +44,12 @@ const uint8_t* key_ptr(const Tensor& key_mask) {
 
 // Tile t of a (steps or 1, B, NH, T, T) tensor, as (B, NH, T, T).
 Tensor step_tiles(const Tensor& saved, int64_t t) { return saved.slice(0, t, t + 1).squeeze(0); }
+
+// x as the operand of a GEMM whose other operand is `partner`: a bf16 copy when partner is bf16
+// (the bf16 GEMM takes two bf16 operands), else x itself.
+Tensor operand_like(const Tensor& x, const Tensor& partner) {
+  return partner.dtype() == DType::bf16 ? x.to(DType::bf16) : x;
+}
 
 // The Potts beliefs b^0 = A .. b^steps = B: saved[0 .. steps-1], then probs.
 std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int64_t steps) {
@@ -88,7 +96,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       break;
     }
   }
-  gemm(probs, false, v, false, out, 1.0, 0.0);
+  gemm(operand_like(probs, v), false, v, false, out, 1.0, 0.0);
 }
 
 template <class T>
@@ -100,8 +108,9 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   const int64_t rows = d.B * d.NH * d.T;
   const MaskView mask = tile_mask(key_mask, p, d);
   Tensor dB = probs.empty_like();
-  gemm(gout, false, v, true, dB, 1.0, 0.0);
-  if (gv.defined()) gemm(probs, true, gout, false, gv, 1.0, 1.0);
+  const Tensor dO = operand_like(gout, v);  // rounded once, for both of its products
+  gemm(dO, false, v, true, dB, 1.0, 0.0);
+  if (gv.defined()) gemm(operand_like(probs, v), true, dO, false, gv, 1.0, 1.0);
   const bool wants_lambda = glambda.defined() && uses_lambda(p.variant);
   if (!gq.defined() && !gk.defined() && !wants_lambda) return;
   Tensor ds = probs.zeros_like();
@@ -149,8 +158,10 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
       break;
     }
   }
-  if (gq.defined()) gemm(ds, false, k, false, gq, p.scale, 1.0);
-  if (gk.defined()) gemm(ds, true, q, false, gk, p.scale, 1.0);
+  if (!gq.defined() && !gk.defined()) return;
+  const Tensor dS = operand_like(ds, q);
+  if (gq.defined()) gemm(dS, false, k, false, gq, p.scale, 1.0);
+  if (gk.defined()) gemm(dS, true, q, false, gk, p.scale, 1.0);
 }
 
 }  // namespace
@@ -161,7 +172,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   use_device_of(out, "attention");
   const Dims d = attn_dims(q);
   if (q.numel() == 0) return;
-  dispatch_float(q.dtype(), "attention", [&](auto tag) {
+  dispatch_float(probs.dtype(), "attention", [&](auto tag) {  // the maps' dtype (f32 under bf16 q, k, v)
     forward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, out, probs, saved, aux, d);
   });
 }
@@ -173,7 +184,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   use_device_of(gout, "attention_backward");
   const Dims d = attn_dims(q);
   if (q.numel() == 0) return;
-  dispatch_float(q.dtype(), "attention_backward", [&](auto tag) {
+  dispatch_float(probs.dtype(), "attention_backward", [&](auto tag) {
     backward_t<decltype(tag)>(q, k, v, key_mask, lambda, p, probs, saved, aux, gout, gq, gk, gv, glambda, d);
   });
 }
