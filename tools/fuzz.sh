@@ -29,9 +29,17 @@ fi
 # the readers, so no suppressions are needed here.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# The harnesses' scratch folders (fuzz/harness.h temp_root) go under $dir/tmp, emptied after each
-# harness: libFuzzer ends a timed run without the exit handlers that would remove them.
-export TMPDIR=$PWD/$dir/tmp
+# The harnesses' scratch folders (fuzz/harness.h temp_root) go under a folder of this run, emptied
+# after each harness: libFuzzer ends a timed run without the exit handlers that would remove them.
+# Every input is written there as files, so it sits in memory (/dev/shm) where the machine has
+# it: on disk the file system's journal and writeback halve the executions per second (the race
+# harness, 3000 inputs: 375 against 750 per second on the 2-core machine).
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  export TMPDIR=/dev/shm/saobp-fuzz-$$
+else
+  export TMPDIR=$PWD/$dir/tmp
+fi
+trap 'rm -rf "$TMPDIR"' EXIT
 for h in "${harnesses[@]}"; do
   rm -rf "$TMPDIR"
   mkdir -p "$TMPDIR" "$dir/corpus/$h" "$dir/artifacts/$h" "$dir/seeds/$h" "fuzz/corpus/$h"
