@@ -44,8 +44,10 @@ struct Inputs {
   Tensor q, k, v, km, lam, G;
 };
 Inputs inputs(AttnVariant variant, Device dev = Device::cpu()) {
-  Inputs in{randn({B, NH, T, HS}, 61, DType::f32), randn({B, NH, T, HS}, 62, DType::f32),
-            randn({B, NH, T, HS}, 63, DType::f32), padding(),
+  Inputs in{randn({B, NH, T, HS}, 61, DType::f32),
+            randn({B, NH, T, HS}, 62, DType::f32),
+            randn({B, NH, T, HS}, 63, DType::f32),
+            padding(),
             uses_lambda(variant) ? Tensor::from_vector(std::vector<float>{0.3f, 0.9f}, {NH}) : Tensor(),
             randn({B, NH, T, HS}, 64, DType::f32)};
   for (Tensor* t : {&in.q, &in.k, &in.v, &in.km, &in.lam, &in.G})
@@ -63,7 +65,8 @@ Result run(AttentionConfig cfg, GemmInputs gemm, const Inputs& in) {
   AttentionMaps maps;
   const Var out = attention(q, k, v, in.km, lam, cfg, &maps);
   out.backward(in.G);
-  return {out.data(), q.grad(), k.grad(), v.grad(), lam.defined() ? lam.grad() : Tensor(), maps.probs, maps.attn};
+  return {out.data(), q.grad(), k.grad(), v.grad(), lam.defined() ? lam.grad() : Tensor(),
+          maps.probs, maps.attn};
 }
 
 // The (b,h) tile of a (B,NH,T,X) tensor's values as a T x X row-major block.
@@ -119,68 +122,70 @@ void for_each_setting(F f) {
 
 }  // namespace
 
-TEST_CASE("attention with bf16 GEMM operands: maps and λ as f32's on rounded inputs, products of rounded terms",
-          "[attention][bf16]") {
+TEST_CASE(
+    "attention with bf16 GEMM operands: maps and λ as f32's on rounded inputs, products of rounded terms",
+    "[attention][bf16]") {
   for_each_setting([](const AttentionConfig& cfg) {
-      const AttnVariant variant = cfg.variant;
-      const Inputs in = inputs(variant);
-      Inputs rin = in;
-      for (Tensor* t : {&rin.q, &rin.k, &rin.v, &rin.G}) *t = rounded(*t);
-      const Result h = run(cfg, GemmInputs::bf16, in), r = run(cfg, GemmInputs::f32, rin);
-      CHECK(h.out.dtype() == DType::f32);
-      CHECK(bitwise_equal(h.probs, r.probs));
-      CHECK(bitwise_equal(h.attn, r.attn));
-      if (uses_lambda(variant)) CHECK(bitwise_equal(h.gl, r.gl));
+    const AttnVariant variant = cfg.variant;
+    const Inputs in = inputs(variant);
+    Inputs rin = in;
+    for (Tensor* t : {&rin.q, &rin.k, &rin.v, &rin.G}) *t = rounded(*t);
+    const Result h = run(cfg, GemmInputs::bf16, in), r = run(cfg, GemmInputs::f32, rin);
+    CHECK(h.out.dtype() == DType::f32);
+    CHECK(bitwise_equal(h.probs, r.probs));
+    CHECK(bitwise_equal(h.attn, r.attn));
+    if (uses_lambda(variant)) CHECK(bitwise_equal(h.gl, r.gl));
 
-      const Tiles Bm = tiles(r.probs), V = tiles(rin.v), G = tiles(rin.G);
-      const auto Bh = [&](int64_t bh, int64_t i, int64_t j) { return rounded(Bm.at(bh, i, j)); };
-      // O = round(B) V, and the f32 kernel's B V (unrounded B) is not it.
-      CHECK(fraction_missing(h.out, Bh, false, V, 1.0) == 0);
-      CHECK(fraction_missing(r.out, Bh, false, V, 1.0) > 0.5);
-      // dV = round(B)ᵀ round(dO).
-      CHECK(fraction_missing(h.gv, Bh, true, G, 1.0) == 0);
-      CHECK(fraction_missing(r.gv, Bh, true, G, 1.0) > 0.5);
-      if (variant == AttnVariant::original) {
-        // ds = B ⊙ (dB - rowsum(B ⊙ dB)), dB = round(dO) Vᵀ, in float64; dQ = scale round(ds) K,
-        // dK = scale round(ds)ᵀ Q. The kernel rounds its f32 ds, which may land on the other side
-        // of a rounding boundary than the float64 one: a few entries may miss, the unrounded
-        // products nearly all.
-        std::vector<double> ds(static_cast<size_t>(B * NH * T * T));
-        for (int64_t bh = 0; bh < B * NH; ++bh)
-          for (int64_t j = 0; j < T; ++j) {
-            std::vector<double> dB(static_cast<size_t>(T));
-            double dot = 0;
-            for (int64_t l = 0; l < T; ++l) {
-              for (int64_t d = 0; d < HS; ++d) dB[static_cast<size_t>(l)] += G.at(bh, j, d) * V.at(bh, l, d);
-              dot += Bm.at(bh, j, l) * dB[static_cast<size_t>(l)];
-            }
-            for (int64_t l = 0; l < T; ++l)
-              ds[static_cast<size_t>((bh * T + j) * T + l)] = Bm.at(bh, j, l) * (dB[static_cast<size_t>(l)] - dot);
+    const Tiles Bm = tiles(r.probs), V = tiles(rin.v), G = tiles(rin.G);
+    const auto Bh = [&](int64_t bh, int64_t i, int64_t j) { return rounded(Bm.at(bh, i, j)); };
+    // O = round(B) V, and the f32 kernel's B V (unrounded B) is not it.
+    CHECK(fraction_missing(h.out, Bh, false, V, 1.0) == 0);
+    CHECK(fraction_missing(r.out, Bh, false, V, 1.0) > 0.5);
+    // dV = round(B)ᵀ round(dO).
+    CHECK(fraction_missing(h.gv, Bh, true, G, 1.0) == 0);
+    CHECK(fraction_missing(r.gv, Bh, true, G, 1.0) > 0.5);
+    if (variant == AttnVariant::original) {
+      // ds = B ⊙ (dB - rowsum(B ⊙ dB)), dB = round(dO) Vᵀ, in float64; dQ = scale round(ds) K,
+      // dK = scale round(ds)ᵀ Q. The kernel rounds its f32 ds, which may land on the other side
+      // of a rounding boundary than the float64 one: a few entries may miss, the unrounded
+      // products nearly all.
+      std::vector<double> ds(static_cast<size_t>(B * NH * T * T));
+      for (int64_t bh = 0; bh < B * NH; ++bh)
+        for (int64_t j = 0; j < T; ++j) {
+          std::vector<double> dB(static_cast<size_t>(T));
+          double dot = 0;
+          for (int64_t l = 0; l < T; ++l) {
+            for (int64_t d = 0; d < HS; ++d) dB[static_cast<size_t>(l)] += G.at(bh, j, d) * V.at(bh, l, d);
+            dot += Bm.at(bh, j, l) * dB[static_cast<size_t>(l)];
           }
-        const auto dsh = [&](int64_t bh, int64_t i, int64_t j) {
-          return rounded(ds[static_cast<size_t>((bh * T + i) * T + j)]);
-        };
-        const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-        const Tiles K = tiles(rin.k), Q = tiles(rin.q);
-        CHECK(fraction_missing(h.gq, dsh, false, K, scale) < 0.02);
-        CHECK(fraction_missing(r.gq, dsh, false, K, scale) > 0.5);
-        CHECK(fraction_missing(h.gk, dsh, true, Q, scale) < 0.02);
-        CHECK(fraction_missing(r.gk, dsh, true, Q, scale) > 0.5);
-      }
-      // Every variant: dq and dk within bf16's rounding of ds of the f32 kernel's.
-      for (const auto& [a, b] : Pairs{{h.gq, r.gq}, {h.gk, r.gk}}) {
-        CHECK(rel_norm(a, b) < 1.0 / 128);
-        CHECK(rel_norm(a, b) > 0);
-      }
-      // The same bits on 1 and 2 threads.
-      const int threads = omp_get_max_threads();
-      omp_set_num_threads(1);
-      const Result one = run(cfg, GemmInputs::bf16, in);
-      omp_set_num_threads(2);
-      const Result two = run(cfg, GemmInputs::bf16, in);
-      omp_set_num_threads(threads);
-      for (const auto& [a, b] : Pairs{{one.out, two.out}, {one.gq, two.gq}, {one.gk, two.gk}, {one.gv, two.gv}})
-        CHECK(bitwise_equal(a, b));
+          for (int64_t l = 0; l < T; ++l)
+            ds[static_cast<size_t>((bh * T + j) * T + l)] =
+                Bm.at(bh, j, l) * (dB[static_cast<size_t>(l)] - dot);
+        }
+      const auto dsh = [&](int64_t bh, int64_t i, int64_t j) {
+        return rounded(ds[static_cast<size_t>((bh * T + i) * T + j)]);
+      };
+      const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+      const Tiles K = tiles(rin.k), Q = tiles(rin.q);
+      CHECK(fraction_missing(h.gq, dsh, false, K, scale) < 0.02);
+      CHECK(fraction_missing(r.gq, dsh, false, K, scale) > 0.5);
+      CHECK(fraction_missing(h.gk, dsh, true, Q, scale) < 0.02);
+      CHECK(fraction_missing(r.gk, dsh, true, Q, scale) > 0.5);
+    }
+    // Every variant: dq and dk within bf16's rounding of ds of the f32 kernel's.
+    for (const auto& [a, b] : Pairs{{h.gq, r.gq}, {h.gk, r.gk}}) {
+      CHECK(rel_norm(a, b) < 1.0 / 128);
+      CHECK(rel_norm(a, b) > 0);
+    }
+    // The same bits on 1 and 2 threads.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Result one = run(cfg, GemmInputs::bf16, in);
+    omp_set_num_threads(2);
+    const Result two = run(cfg, GemmInputs::bf16, in);
+    omp_set_num_threads(threads);
+    for (const auto& [a, b] : Pairs{{one.out, two.out}, {one.gq, two.gq}, {one.gk, two.gk}, {one.gv, two.gv}})
+      CHECK(bitwise_equal(a, b));
   });
 }
 
@@ -188,7 +193,8 @@ TEST_CASE("attention with bf16 GEMM operands: what it refuses, by name", "[atten
   AttentionConfig cfg;
   cfg.gemm_inputs = GemmInputs::bf16;
   const Var q(randn({1, 1, 4, 2}, 65)), k(randn({1, 1, 4, 2}, 66)), v(randn({1, 1, 4, 2}, 67));
-  CHECK_ERROR(attention(q, k, v, Tensor(), Var(), cfg), Catch::Contains("[attention]") && Catch::Contains("f64"));
+  CHECK_ERROR(attention(q, k, v, Tensor(), Var(), cfg),
+              Catch::Contains("[attention]") && Catch::Contains("f64"));
   // The kernels: maps in f32 only under bf16 q, k, v; the tiled kernels take no bf16.
   const Tensor qb = q.data().to(DType::f32).to(DType::bf16);
   Tensor out = Tensor::empty({1, 1, 4, 2}, DType::f64), probs = Tensor::empty({1, 1, 4, 4}, DType::f64), none;
@@ -200,7 +206,8 @@ TEST_CASE("attention with bf16 GEMM operands: what it refuses, by name", "[atten
               Catch::Contains("[attention_tiled]") && Catch::Contains("bf16"));
 }
 
-TEST_CASE("cuda attention with bf16 GEMM operands: the CPU's results, the same bits run to run", "[cuda][bf16]") {
+TEST_CASE("cuda attention with bf16 GEMM operands: the CPU's results, the same bits run to run",
+          "[cuda][bf16]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");
     return;
@@ -209,17 +216,17 @@ TEST_CASE("cuda attention with bf16 GEMM operands: the CPU's results, the same b
   // the other bf16 neighbour here and there: the results agree to a relative 1e-3 in the norm,
   // the maps (before any rounding) to f32's.
   for_each_setting([&](const AttentionConfig& cfg) {
-      const AttnVariant variant = cfg.variant;
-      const Result c = run(cfg, GemmInputs::bf16, inputs(variant));
-      const Result g1 = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
-      const Result g2 = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
-      CHECK(rel_norm(g1.probs, c.probs) < 1e-5);
-      CHECK(rel_norm(g1.out, c.out) < 1e-3);
-      CHECK(rel_norm(g1.gq, c.gq) < 1e-3);
-      CHECK(rel_norm(g1.gk, c.gk) < 1e-3);
-      CHECK(rel_norm(g1.gv, c.gv) < 1e-3);
-      if (uses_lambda(variant)) CHECK(rel_norm(g1.gl, c.gl) < 1e-3);
-      for (const auto& [a, b] : Pairs{{g1.out, g2.out}, {g1.gq, g2.gq}, {g1.gk, g2.gk}, {g1.gv, g2.gv}})
-        CHECK(bitwise_equal(a.to(Device::cpu()), b.to(Device::cpu())));
+    const AttnVariant variant = cfg.variant;
+    const Result c = run(cfg, GemmInputs::bf16, inputs(variant));
+    const Result g1 = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    const Result g2 = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    CHECK(rel_norm(g1.probs, c.probs) < 1e-5);
+    CHECK(rel_norm(g1.out, c.out) < 1e-3);
+    CHECK(rel_norm(g1.gq, c.gq) < 1e-3);
+    CHECK(rel_norm(g1.gk, c.gk) < 1e-3);
+    CHECK(rel_norm(g1.gv, c.gv) < 1e-3);
+    if (uses_lambda(variant)) CHECK(rel_norm(g1.gl, c.gl) < 1e-3);
+    for (const auto& [a, b] : Pairs{{g1.out, g2.out}, {g1.gq, g2.gq}, {g1.gk, g2.gk}, {g1.gv, g2.gv}})
+      CHECK(bitwise_equal(a.to(Device::cpu()), b.to(Device::cpu())));
   });
 }

@@ -127,7 +127,7 @@ void mini_parity(const std::string& device, double bound) {
                 << " (steps 1, 100, 200, last 100 steps' mean), relative difference " << rel);
     CHECK(rel <= bound);
     // It trains, though 300 steps only begin the copy task (emulated on the CPU: BERT-Mini 6.97 to
-    // 6.43, GPT2-Mini 6.96 to 6.91; bf16 within 5e-7 and 2.5e-7 of f32 there).
+    // 6.43, GPT2-Mini 6.96 to 6.91; bf16 within 4.5e-7 and 3.8e-7 of f32 there).
     CHECK(mh < h.losses[0]);
     if (device != "cpu") {  // a second bf16 run on the GPU: the same bits
       const TrainSummary h2 = run(mini(family, device, dir + "/bf16b", "bf16"));
@@ -148,7 +148,7 @@ TEST_CASE("cuda bf16: BERT-Mini and GPT2-Mini trained 300 steps end within the b
   mini_parity("cuda", 1e-3);
 }
 
-// The same runs emulated on the CPU (the figures of docs/precision.md; about an hour on 2 cores):
+// The same runs emulated on the CPU (the figures of docs/precision.md; 10 minutes on 2 idle cores):
 // saobp_tests "[.bf16-cpu-mini]".
 TEST_CASE("bf16 on the CPU: BERT-Mini and GPT2-Mini trained 300 steps end within the bound of f32",
           "[.bf16-cpu-mini]") {
