@@ -16,9 +16,12 @@
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
 # SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
 # (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
-# subset of: build info tests kernels train commands sanitize kill mpi hf bench bf16 torch; default
+# subset of: build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 torch; default
 # all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels stage, default
-# [cuda]). Each stage has a time limit; a failing stage is logged and the next one still runs.
+# [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under memcheck), SAOBP_GPU_TILED_RUNS
+# (the tiled stage's runs, model.tiled:T, default true:2048 false:2048 true:16384 false:16384),
+# SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g. SAOBP_GPU_LIMIT_KERNELS=200). Each
+# stage has a time limit; a failing stage is logged and the next one still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,7 +31,7 @@ mkdir -p "$(dirname "$log")"
 log=$(realpath "$log")
 out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize kill mpi hf bench bf16 torch}
+stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize tiled kill mpi hf bench bf16 torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
 t_start=$SECONDS
@@ -38,6 +41,8 @@ say() { echo "$*" | tee -a "$log"; }
 stage() {
   local name=$1 limit=$2
   shift 2
+  local limit_var=SAOBP_GPU_LIMIT_${name^^}  # SAOBP_GPU_LIMIT_KERNELS=200: a stage's limit in s
+  limit=${!limit_var:-$limit}
   [[ " $stages " == *" $name "* ]] || return 0
   say "== $name ($((SECONDS - t_start)) s in): $*"
   local t0=$SECONDS
@@ -56,7 +61,7 @@ stage() {
 # ---- dependencies: the system's, or .deps/ unpacked into a prefix ----------------------------
 if [[ ${SAOBP_OFFLINE_DEPS:-0} == 1 ]] || ! [[ -f /usr/include/eigen3/Eigen/Core && -f /usr/include/toml++/toml.h ]]; then
   prefix=${SAOBP_DEPS_PREFIX:-/tmp/saobp-deps}
-  if ! [[ -d $prefix/usr/include ]]; then
+  if ! [[ -d $prefix/usr/lib ]]; then
     bash tools/offline_deps.sh unpack .deps "$prefix" >/dev/null 2>>"$log" || {
       say "gpu_check: no build dependencies: install them (tools/deps.sh) or bring .deps/ (tools/offline_deps.sh fetch)"
       exit 1
@@ -139,8 +144,7 @@ gpu_sanitize() {
     return 1
   }
   # (not the out-of-memory case: the failed cudaMalloc it provokes is reported as an API error)
-  "$cs" --tool memcheck --error-exitcode 9 "$bin/tests/saobp_tests" \
-    "[cuda]~[train]~[finetune]~cuda runtime: out of memory is an error naming the sizes and the keys" || return 1
+  "$cs" --tool memcheck --error-exitcode 9 "$bin/tests/saobp_tests" "${SAOBP_GPU_SANITIZE_SPEC:-[cuda]~[train]~[finetune]~cuda bf16: BERT-Mini and GPT2-Mini*~cuda runtime: out of memory is an error naming the sizes and the keys}" || return 1
   local family
   for family in bert gpt2; do
     "$cs" --tool memcheck --error-exitcode 9 "$saobp" train "" model.family=$family model.preset=custom \
@@ -152,6 +156,22 @@ gpu_sanitize() {
   done
 }
 stage sanitize 300 gpu_sanitize
+# The tiled SAOBP kernels against the materialized ones in a whole run: GPT2-Mini, bp_high, B = 1,
+# 2 steps at T = 2048 and 16384 (SAOBP_GPU_TILED_RUNS: model.tiled:T pairs), loss, gradient norm,
+# step time and peak GPU memory of each (docs/performance.md, "The tiled SAOBP kernels on the GPU").
+gpu_tiled() {
+  local rc=0 run t tiled
+  for run in ${SAOBP_GPU_TILED_RUNS:-true:2048 false:2048 true:16384 false:16384}; do
+    tiled=${run%%:*} t=${run#*:}
+    echo "-- tiled=$tiled T=$t"
+    "$saobp" train configs/gpt2-mini.toml train.device=cuda model.attention=bp_high model.tiled=$tiled \
+      train.seq_len=$t model.max_positions=$t train.batch_size=1 data.kind=synthetic train.max_steps=2 \
+      train.warmup_steps=1 train.eval_every=0 train.log_every=1 train.run_dir="$work/tiled-$tiled-$t" || rc=1
+    cat "$work/tiled-$tiled-$t/metrics.jsonl" 2>/dev/null
+  done
+  return $rc
+}
+stage tiled 240 gpu_tiled
 # The kill test of the checkpoint swap, on the GPU.
 stage kill 180 env SAOBP_TEST_DEVICE=cuda bash tests/train/kill_test.sh "$saobp"
 # Two ranks sharing the GPU against one process with grad_accum 2: bitwise the same weights.

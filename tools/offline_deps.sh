@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # saobp's build dependencies for a machine with no network (GPU nodes often are offline).
 #
-#   tools/offline_deps.sh fetch [DIR]          on a connected Debian 12 machine: `apt-get download`
+#   tools/offline_deps.sh fetch [--mpi] [--runtime] [DIR]
+#                                              on a connected Debian 12 machine: `apt-get download`
 #                                              the Debian packages the build needs into DIR
-#                                              (default .deps/, git-ignored; about 12 MB)
+#                                              (default .deps/, git-ignored; about 12 MB);
+#                                              --runtime: only the libraries a saobp built here
+#                                              loads (under 1 MB; 7 MB with --mpi), for carrying
+#                                              binaries rather than building on the GPU node
 #   tools/offline_deps.sh unpack [DIR] PREFIX  on the offline machine: `dpkg -x` every package of
 #                                              DIR into PREFIX (never into /), then print the
 #                                              environment that points CMake and pkg-config there
@@ -34,14 +38,14 @@ mpi_packages=(
 arch=x86_64-linux-gnu
 
 usage() {
-  sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 print_env() {
   local p
   p=$(cd "$1" && pwd)
-  [[ -d $p/usr/include ]] || {
+  [[ -d $p/usr/lib ]] || {
     echo "offline_deps: $p holds no unpacked packages (run: tools/offline_deps.sh unpack DIR $1)" >&2
     exit 1
   }
@@ -64,12 +68,22 @@ cmd=${1:-}
 shift || true
 case $cmd in
   fetch)
-    mpi=0
-    [[ ${1:-} == --mpi ]] && mpi=1 && shift
+    mpi=0 runtime=0
+    while [[ ${1:-} == --* ]]; do
+      case $1 in
+        --mpi) mpi=1 ;;
+        --runtime) runtime=1 ;;
+        *) usage ;;
+      esac
+      shift
+    done
     dir=${1:-.deps}
     mkdir -p "$dir"
     list=("${packages[@]}")
     ((mpi)) && list+=("${mpi_packages[@]}")
+    if ((runtime)); then  # only what a prebuilt saobp loads: no headers, no pkg-config
+      mapfile -t list < <(printf '%s\n' "${list[@]}" | grep -v -E -- '-dev$|^catch2$|^pkgconf|^libpkgconf')
+    fi
     (cd "$dir" && apt-get download "${list[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
     n=$(find "$dir" -maxdepth 1 -name '*.deb' | wc -l)
     ((n >= ${#list[@]})) || {

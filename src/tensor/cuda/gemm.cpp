@@ -115,8 +115,9 @@ void gemm_bf16(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
       "gemm");
 }
 
-// An f32 copy of a bf16 operand (exact), for the definitions' reduce_sum_to.
-Tensor widened(const Tensor& t) { return t.to(DType::f32); }
+// An f32 copy of a bf16 operand (exact), for the definitions' reduce_sum_to; f32 and f64 operands
+// as they are (an f64 product's sums stay f64).
+Tensor widened(const Tensor& t) { return t.dtype() == DType::bf16 ? t.to(DType::f32) : t; }
 
 }  // namespace
 
