@@ -18,3 +18,12 @@ fi
 args+=(${SAOBP_CMAKE_ARGS:-})
 cmake -S . -B "$dir" "${args[@]}" >/dev/null
 ninja -C "$dir" -j "$(nproc)" "$@"
+# The vector extensions -march=native (SAOBP_NATIVE, on by default) lets the compiler use by
+# itself, named as /proc/cpuinfo names them: tools/gpu_check.sh runs binaries carried to a GPU
+# node only where its processor has them all. (Extensions reached only through intrinsics that
+# the code does not call, such as AMD's SSE4a, are left out.)
+if [[ " ${SAOBP_CMAKE_ARGS:-} " != *"-DSAOBP_NATIVE=OFF"* ]] && command -v gcc >/dev/null; then
+  gcc -march=native -Q --help=target 2>/dev/null | awk '$2 == "[enabled]" {print $1}' |
+    grep -x -E -- '-m(avx2|fma|f16c|bmi2|avx512(f|bw|vl|dq|cd))' | sed 's/^-m//' | tr '\n' ' ' \
+    >"$dir/host_flags.txt" || true
+fi
