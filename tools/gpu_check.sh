@@ -16,9 +16,9 @@
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
 # SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
 # (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
-# subset of: build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 torch;
-# default all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of
-# the kernels stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under
+# subset of: build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused
+# torch; default all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2
+# spec of the kernels stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under
 # memcheck), SAOBP_GPU_TILED_RUNS (the tiled stage's runs as model.tiled:T, default true:2048
 # false:2048 true:16384 false:16384), SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g.
 # SAOBP_GPU_LIMIT_KERNELS=200). Each stage has a time limit; a failing stage is logged and the
@@ -33,7 +33,7 @@ mkdir -p "$(dirname "$log")"
 log=$(realpath "$log")
 out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize tiled kill mpi hf bench bf16 torch}
+stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize tiled kill mpi hf bench bf16 fused torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
 t_start=$SECONDS
@@ -240,6 +240,24 @@ gpu_bf16() {
   return $rc
 }
 stage bf16 200 gpu_bf16
+# The fused Potts schedule against the unfused one (SAOBP_FUSED_POTTS=0, the baseline in the same
+# run; src/attention/cuda/attention.cu), bp_high in bf16 beside original: the Medium models at
+# T = 512 (issue 23's bp_high / original target of 1.25x) and the Mini models at T = 128 (1.15x).
+gpu_fused() {
+  local rc=0 run config t fused
+  for run in bert-medium:512 gpt2-medium:512 bert-mini:128 gpt2-mini:128; do
+    config=configs/${run%%:*}.toml t=${run#*:}
+    local o=(train.device=cuda train.seq_len="$t" train.precision=bf16 data.kind=synthetic)
+    echo "-- $run original"
+    "$saobp" bench "$config" "${o[@]}" model.attention=original || rc=1
+    for fused in 0 1; do
+      echo "-- $run bp_high SAOBP_FUSED_POTTS=$fused"
+      SAOBP_FUSED_POTTS=$fused "$saobp" bench "$config" "${o[@]}" model.attention=bp_high --profile || rc=1
+    done
+  done
+  return $rc
+}
+stage fused 240 gpu_fused
 stage torch 420 env SAOBP="$saobp" bash tools/bench_gpu.sh "$out_dir/bench_gpu.md"
 
 rm -rf "$work"

@@ -5,6 +5,7 @@
 // every case is skipped with a warning.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -828,6 +829,66 @@ TEST_CASE("cuda fused attention: every variant, causal, padding, BP steps", "[cu
               CHECK(bitwise_equal(g1[i], g2[i]));
             }
           }
+}
+
+// The fused Potts schedule (the default; src/attention/cuda/attention.cu) against the unfused one
+// (SAOBP_FUSED_POTTS=0) on the same GPU, and both against the CPU: every Potts setting,
+// including the leaking decoder, with rows longer than a warp's 32 lanes. The forward forms the
+// same logits and runs the same softmax code (softmax_row.cuh): the maps and the output are
+// equal. The backward forms the same dP, y and ds values in other kernels (equal but for how the
+// compiler contracts them); ∂L/∂λ sums its terms by rows where the unfused kernel sums columns.
+TEST_CASE("cuda fused Potts steps give the unfused schedule's values", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t B = 2, NH = 3, HS = 8;
+  for (int64_t T : {37, 70}) {
+    const Shape qs{B, NH, T, HS}, tile{B, NH, T, T};
+    Tensor padding = Tensor::full({B, T}, 1.0, DType::u8);  // the last 5 tokens of sequence 1 pad
+    Tensor pad_tail = padding.slice(0, 1, 2).slice(1, T - 5, T);
+    kern::fill(pad_tail, 0.0);
+    for (DType dt : kFloating)
+      for (AttnVariant variant : {AttnVariant::bp_high, AttnVariant::bp_low})
+        for (int mode : {0, 1, 2})  // encoder, decoder, leaking decoder
+          for (bool padded : {false, true})
+            for (int steps : {1, 2, 3}) {
+              INFO("T " << T << " " << dtype_name(dt) << " variant " << static_cast<int>(variant) << " mode "
+                        << mode << " padded " << padded << " steps " << steps);
+              AttnParams p{variant, mode > 0, steps, 1.0 / std::sqrt(double(HS))};
+              p.leak = mode == 2;
+              const Tensor q = randn(qs, dt, 60, 1.5), k = randn(qs, dt, 61, 1.5), v = randn(qs, dt, 62);
+              const Tensor gout = randn(qs, dt, 63);
+              const Tensor lambda = Tensor::from_vector(std::vector<double>{0.0, 0.7, 2.0}, {NH}).to(dt);
+              const Tensor key_mask = padded ? padding : Tensor();
+              auto run = [&](Device dev) {
+                auto on = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone() : Tensor(); };
+                Tensor out = Tensor::empty(qs, dt, dev), probs = Tensor::empty(tile, dt, dev);
+                Tensor saved = Tensor::empty({steps, B, NH, T, T}, dt, dev), aux;
+                kern::attention_forward(on(q), on(k), on(v), on(key_mask), on(lambda), p, out, probs, saved,
+                                        aux);
+                Tensor gq = on(randn(qs, dt, 64)), gk = on(randn(qs, dt, 65)), gv = on(randn(qs, dt, 66));
+                Tensor glambda = on(randn({NH}, dt, 67));
+                kern::attention_backward(on(q), on(k), on(v), on(key_mask), on(lambda), p, probs, saved, aux,
+                                         on(gout), gq, gk, gv, glambda);
+                return std::vector<Tensor>{out, probs, saved, gq, gk, gv, glambda};
+              };
+              const auto cpu = run(kCpu), fused = run(kGpu);
+              ::setenv("SAOBP_FUSED_POTTS", "0", 1);
+              const auto unfused = run(kGpu);
+              ::unsetenv("SAOBP_FUSED_POTTS");
+              const char* names[] = {"out", "probs", "saved", "gq", "gk", "gv", "glambda"};
+              const double close = dt == DType::f64 ? 1e-14 : 1e-6;
+              for (size_t i = 0; i < cpu.size(); ++i) {
+                INFO(names[i]);
+                CHECK(rel_err(cpu[i], fused[i]) <= tolerance(dt));
+                if (i < 3)
+                  CHECK(rel_err(unfused[i], fused[i]) == 0);
+                else
+                  CHECK(rel_err(unfused[i], fused[i]) <= (i == 6 ? tolerance(dt) : close));
+              }
+            }
+  }
 }
 
 namespace {

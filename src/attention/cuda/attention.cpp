@@ -9,7 +9,12 @@
 // λ summed over the batch in order): results are bitwise reproducible run to run.
 // bf16 GEMM operands (kernels.inc): bf16 q, k, v go straight into the bf16 GEMMs (tensor cores,
 // f32 sums); B, dO and ds are cast to bf16 copies for theirs; the maps stay f32.
+// The Potts steps run fused by default (attention.cu's header: fewer passes over the T×T maps);
+// SAOBP_FUSED_POTTS=0 runs the unfused schedule, the baseline the fused one is measured and
+// tested against.
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "attention/backend.h"
@@ -51,6 +56,12 @@ Tensor operand_like(const Tensor& x, const Tensor& partner) {
   return partner.dtype() == DType::bf16 ? x.to(DType::bf16) : x;
 }
 
+// False when SAOBP_FUSED_POTTS=0 (read at every call, so a test can run both schedules).
+bool fused_potts() {
+  const char* v = std::getenv("SAOBP_FUSED_POTTS");
+  return !(v && std::string(v) == "0");
+}
+
 // The Potts beliefs b^0 = A .. b^steps = B: saved[0 .. steps-1], then probs.
 std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int64_t steps) {
   std::vector<Tensor> b;
@@ -76,12 +87,25 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
     case AttnVariant::bp_low: {
       const Potts potts = potts_params<T>(lambda, p.variant, q.device(), "attention");
       const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
-      Tensor L = probs.empty_like();
+      const bool prefix = p.causal && !p.leak;
       check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
+      if (!prefix && fused_potts()) {
+        Tensor C = Tensor::empty({rows}, DType::f64, q.device());  // (tiles, T) column sums of F
+        for (size_t t = 1; t < belief.size(); ++t) {
+          check(launch_potts_colsum<T>(belief[t - 1].data<T>(), key_ptr(key_mask), potts.c.data<double>(),
+                                       d.B, d.NH, d.T, C.data<double>()),
+                op);
+          check(launch_potts_refine<T>(belief[t - 1].data<T>(), s.data<T>(), C.data<double>(),
+                                       key_ptr(key_mask), potts.c.data<double>(), mask, d.B, d.NH, d.T,
+                                       belief[t].data<T>()),
+                op);
+        }
+        break;
+      }
+      Tensor L = probs.empty_like();
       for (size_t t = 1; t < belief.size(); ++t) {
         check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
-                                       potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak,
-                                       L.data<T>()),
+                                       potts.c.data<double>(), d.B, d.NH, d.T, prefix, L.data<T>()),
               op);
         check(launch_softmax_forward<T>(L.data<T>(), mask, belief[t].data<T>(), rows, d.T, false), op);
       }
@@ -99,6 +123,31 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   gemm(operand_like(probs, v), false, v, false, out, 1.0, 0.0);
 }
 
+// The unfused Potts backward (SAOBP_FUSED_POTTS=0): per BP step the softmax backward into a
+// zeroed dL, ds += dL, the chain through log(1 - c P) into dP (dc by columns); then the softmax
+// backward of A into ds. ds arrives zeroed.
+template <class T>
+void unfused_potts_backward(const std::vector<Tensor>& belief, const Tensor& dB, const Tensor& key_mask,
+                            const Potts& potts, bool prefix, const MaskView& mask, const Dims& d, Tensor& ds,
+                            Tensor& dc) {
+  const char* op = "attention_backward";
+  const int64_t rows = d.B * d.NH * d.T;
+  Tensor db = dB, dL = dB.empty_like(), dP = dB.empty_like();
+  for (size_t t = belief.size() - 1; t >= 1; --t) {
+    fill(dL, 0.0);
+    check(launch_softmax_backward<T>(belief[t].data<T>(), db.data<T>(), mask, dL.data<T>(), rows, d.T, false),
+          op);
+    axpby(dL, 1.0, ds, 1.0);  // L = s + G: s gets dL directly
+    check(launch_potts_chain<T>(belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask),
+                                potts.c.data<double>(), d.B, d.NH, d.T, prefix, dP.data<T>(),
+                                dc.data<double>()),
+          op);
+    std::swap(db, dP);
+  }
+  check(launch_softmax_backward<T>(belief[0].data<T>(), db.data<T>(), mask, ds.data<T>(), rows, d.T, false),
+        op);  // db now holds dA
+}
+
 template <class T>
 void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_mask,
                 const Tensor& lambda, const AttnParams& p, const Tensor& probs, const Tensor& saved,
@@ -113,33 +162,39 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   if (gv.defined()) gemm(operand_like(probs, v), true, dO, false, gv, 1.0, 1.0);
   const bool wants_lambda = glambda.defined() && uses_lambda(p.variant);
   if (!gq.defined() && !gk.defined() && !wants_lambda) return;
-  Tensor ds = probs.zeros_like();
+  // ds: written whole by the softmax gradient (original) and the fused Potts steps; the other
+  // schedules add into it.
+  const bool potts_variant = p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
+  const bool fused = potts_variant && fused_potts();
+  Tensor ds = p.variant == AttnVariant::original || fused ? probs.empty_like() : probs.zeros_like();
   switch (p.variant) {
     case AttnVariant::original:
-      check(launch_softmax_backward<T>(probs.data<T>(), dB.data<T>(), mask, ds.data<T>(), rows, d.T, false),
-            op);
+      check(launch_softmax_grad<T>(probs.data<T>(), dB.data<T>(), ds.data<T>(), rows, d.T), op);
       break;
     case AttnVariant::bp_high:
     case AttnVariant::bp_low: {
       const Potts potts = potts_params<T>(lambda, p.variant, q.device(), "attention");
       const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
-      Tensor db = dB, dL = probs.empty_like(), dP = probs.empty_like();
-      Tensor dc = Tensor::zeros({rows}, DType::f64, q.device());  // (tiles, T) column shares
-      for (size_t t = belief.size() - 1; t >= 1; --t) {
-        fill(dL, 0.0);
-        check(launch_softmax_backward<T>(belief[t].data<T>(), db.data<T>(), mask, dL.data<T>(), rows, d.T,
-                                         false),
-              op);
-        axpby(dL, 1.0, ds, 1.0);  // L = s + G: s gets dL directly
-        check(launch_potts_chain<T>(belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask),
-                                    potts.c.data<double>(), d.B, d.NH, d.T, p.causal && !p.leak, dP.data<T>(),
-                                    dc.data<double>()),
-              op);
-        std::swap(db, dP);
+      const bool prefix = p.causal && !p.leak;
+      Tensor dc = Tensor::zeros({rows}, DType::f64, q.device());  // (tiles, T): rows' or columns' shares
+      if (fused) {
+        // dL at the last step's logits, then a column pass and a row pass per step (attention.cu).
+        Tensor dL = probs.empty_like(), dL_prev = p.steps > 1 ? probs.empty_like() : Tensor();
+        Tensor D = prefix ? Tensor() : Tensor::empty({rows}, DType::f64, q.device());
+        Tensor dF = prefix ? probs.empty_like() : Tensor();
+        check(launch_softmax_grad<T>(belief.back().data<T>(), dB.data<T>(), dL.data<T>(), rows, d.T), op);
+        for (size_t t = belief.size() - 1; t >= 1; --t) {
+          check(launch_potts_backward_step<T>(
+                    belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask), potts.c.data<double>(), d.B,
+                    d.NH, d.T, prefix, t + 1 == belief.size(), t == 1,
+                    D.defined() ? D.data<double>() : nullptr, dF.defined() ? dF.data<T>() : nullptr,
+                    ds.data<T>(), dL_prev.defined() ? dL_prev.data<T>() : nullptr, dc.data<double>()),
+                op);
+          std::swap(dL, dL_prev);
+        }
+      } else {
+        unfused_potts_backward<T>(belief, dB, key_mask, potts, prefix, mask, d, ds, dc);
       }
-      check(
-          launch_softmax_backward<T>(belief[0].data<T>(), db.data<T>(), mask, ds.data<T>(), rows, d.T, false),
-          op);  // db now holds dA
       if (wants_lambda)
         check(launch_lambda_grad<T>(dc.data<double>(), potts.dc_dlambda.data<double>(), d.B, d.NH, d.T,
                                     glambda.data<T>()),

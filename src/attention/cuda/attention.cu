@@ -4,10 +4,27 @@
 //
 // Column kernels give column k of a tile to one thread, which walks the rows in order: sums
 // down a column (encoder: all senders; decoder: an exclusive prefix or suffix) have one fixed
-// order, and adjacent threads read adjacent columns.
+// order, and adjacent threads read adjacent columns. Row kernels give a row to a warp, as the
+// softmax kernels do (softmax_row.cuh).
+//
+// The Potts steps come in two schedules over the (tiles, n, n) maps; both give the beliefs of
+// the CPU twin's formulas, the second in fewer passes over the maps (docs/saobp-gradients.md §7):
+//   unfused (SAOBP_FUSED_POTTS=0, the baseline it is measured against): L = s + G written by a
+//     column kernel, then the softmax kernel; backward the softmax backward into a zeroed dL,
+//     ds += dL, the chain through log(1 - c P) (potts_chain_kernel), and the softmax backward
+//     of P, each a pass over the maps;
+//   fused (the default): the encoder's forward is the column sums of F = log(1 - c P) (a vector
+//     per tile) and one row pass that forms L_j = s_j + C - F_j and its softmax in place in B_j;
+//     the backward is, per BP step, one column pass (the column sums of dL, or a decoder's
+//     suffix sums dF) and one row pass that forms dP from them, its softmax backward through P
+//     and the update of ds, with ∂L/∂c summed per row.
+// State: the fused schedule is compiled, and its CPU twin (bp_potts.cpp, the same order of work
+// per tile) tested; it has not run on a GPU yet. The [cuda] test "cuda fused Potts steps give the
+// unfused schedule's values" and gpu_check.sh's `fused` stage are its checks there.
 #include "attention/cuda/launch.h"
 #include "attention/formulas.h"
 #include "tensor/cuda/device.cuh"
+#include "tensor/cuda/softmax_row.cuh"
 
 namespace saobp::cuda {
 
@@ -89,6 +106,139 @@ __global__ void potts_chain_kernel(const T* P, const T* dL, const uint8_t* key, 
   }
 }
 
+// ---- the fused schedule ----
+
+// Row r of the (tiles,n,n) maps: its tile, its index in the tile, whether it sends messages
+// (key[row] = 1, or no key mask) and its head's Potts c.
+struct Row {
+  int64_t tile, i;
+  bool sends;
+  double c;
+};
+__device__ __forceinline__ Row row_of(int64_t r, const uint8_t* key, const double* c, int64_t NH, int64_t n) {
+  const int64_t tile = r / n, i = r - tile * n;
+  return {tile, i, !key || key[tile / NH * n + i], c[tile % NH]};
+}
+
+// P: (tiles,n,n) -> C: (tiles,n). One thread per (tile, column k): C_k = sum over the sender
+// rows i, in order, of F_ik (in double), the encoder's column sums of potts_messages_kernel.
+template <class T>
+__global__ void potts_colsum_kernel(const T* P, const uint8_t* key, const double* c, int64_t tiles,
+                                    int64_t NH, int64_t n, double* C) {
+  for (int64_t i = thread_id(); i < tiles * n; i += thread_count()) {
+    const Column col = column(i, key, c, NH, n);
+    double acc = 0;
+    for (int64_t r = 0; r < n; ++r) acc += log_factor(col, P, r, n);
+    C[i] = acc;
+  }
+}
+
+// P, s, B: (tiles,n,n)  C: (tiles,n). One warp per row j (the encoder, or a leaking decoder):
+// L_jk = s_jk + (C_k - F_jk) written into B_j, then B_j = softmax(L_j) over the allowed keys in
+// place: the entries potts_messages_kernel and softmax_forward_kernel give, in one pass.
+template <class T>
+__global__ void potts_refine_kernel(const T* P, const T* s, const double* C, const uint8_t* key,
+                                    const double* c, MaskView mask, int64_t tiles, int64_t NH, int64_t n,
+                                    T* B) {
+  for (int64_t r = warp_id(); r < tiles * n; r += warp_count()) {
+    const Row row = row_of(r, key, c, NH, n);
+    const T cc = static_cast<T>(row.c);
+    const T *Pj = P + r * n, *sj = s + r * n;
+    const double* Ct = C + row.tile * n;
+    T* Bj = B + r * n;
+    for (int64_t k = lane(); k < n; k += kWarp) {
+      const T F = row.sends ? dmath::log(T(1) - cc * Pj[k]) : T(0);
+      Bj[k] = sj[k] + static_cast<T>(Ct[k] - F);
+    }
+    softmax_row(Bj, row_mask(mask, r, n), n, false, Bj);  // each lane rereads its own entries
+  }
+}
+
+// y, gy, gx: (R,C). One warp per row: gx = y (gy - <gy, y>), written (not added).
+template <class T>
+__global__ void softmax_grad_kernel(const T* y, const T* gy, T* gx, int64_t R, int64_t C) {
+  for (int64_t r = warp_id(); r < R; r += warp_count()) {
+    const T *yr = y + r * C, *g = gy + r * C;
+    const T d = softmax_grad_dot(
+        yr, [g](int64_t k) { return g[k]; }, C);
+    T* o = gx + r * C;
+    for (int64_t k = lane(); k < C; k += kWarp) o[k] = yr[k] * (g[k] - d);
+  }
+}
+
+// dL: (tiles,n,n). One thread per (tile, column k):
+//   encoder  D_k = sum over all rows j, in order, of dL_jk           -> D: (tiles,n)
+//   decoder  dF_ik = sum over j > i of dL_jk (exclusive suffix sums)  -> dF: (tiles,n,n)
+// the sums the first loop of potts_chain_kernel forms.
+template <class T>
+__global__ void potts_grad_columns_kernel(const T* dL, int64_t tiles, int64_t n, bool causal, double* D,
+                                          T* dF) {
+  for (int64_t i = thread_id(); i < tiles * n; i += thread_count()) {
+    const int64_t tile = i / n, k = i - tile * n, base = tile * n * n + k;
+    double acc = 0;
+    if (causal) {
+      for (int64_t r = n - 1; r >= 0; --r) {
+        dF[base + r * n] = static_cast<T>(acc);
+        acc += dL[base + r * n];
+      }
+    } else {
+      for (int64_t r = 0; r < n; ++r) acc += dL[base + r * n];
+      D[i] = acc;
+    }
+  }
+}
+
+// One BP step of the backward, row i of every tile to a warp, given dL at the step's logits and
+// the sums of potts_grad_columns_kernel:
+//   dF_ik = D_k - dL_ik (encoder) or the decoder's dF_ik;
+//   dP_ik = dF_ik (-c) / (1 - c P_ik) for sender rows (0 for the others); ∂L/∂c of the row,
+//     sum over k of dF_ik (-P_ik) / (1 - c P_ik), added to dc[tile, i];
+//   y_i = P_i (dP_i - <dP_i, P_i>), the softmax backward through the previous beliefs P;
+//   ds_i = (first ? 0 : ds_i) + dL_i (L = s + G: s gets dL directly), plus y_i at the last step
+//     (P = A, whose logits are s); else y_i is the next step's dL, written to dL_prev.
+// Two sweeps of the row: dP for the dot and ∂L/∂c, then dP again for y (the same operations, so
+// the same value; storing it would be a map's write and read more). Each entry's value is the
+// one potts_chain_kernel and the softmax backward give; the dot is softmax_grad_dot's sum.
+template <class T>
+__global__ void potts_rows_backward_kernel(const T* P, const T* dL, const double* D, const T* dF,
+                                           const uint8_t* key, const double* c, int64_t tiles, int64_t NH,
+                                           int64_t n, bool causal, bool first, bool last, T* ds, T* dL_prev,
+                                           double* dc) {
+  for (int64_t r = warp_id(); r < tiles * n; r += warp_count()) {
+    const Row row = row_of(r, key, c, NH, n);
+    const bool sends = row.sends;
+    const T cc = static_cast<T>(row.c);
+    const T *Pi = P + r * n, *dLi = dL + r * n;
+    const double* Dt = causal ? nullptr : D + row.tile * n;
+    const T* dFi = causal ? dF + r * n : nullptr;
+    auto grad_F = [&](int64_t k) { return causal ? dFi[k] : static_cast<T>(Dt[k] - dLi[k]); };
+    auto grad_P = [&](int64_t k) { return sends ? grad_F(k) * -cc / (T(1) - cc * Pi[k]) : T(0); };
+    double dot = 0, dck = 0;
+    for (int64_t k = lane(); k < n; k += kWarp) {
+      const T g = grad_P(k);
+      dot += g * Pi[k];
+      if (sends) dck += grad_F(k) * -Pi[k] / (T(1) - cc * Pi[k]);
+    }
+    const T d = static_cast<T>(warp_reduce(dot, Sum{}));
+    if (sends) {
+      dck = warp_reduce(dck, Sum{});
+      if (lane() == 0) dc[r] += dck;
+    }
+    T* dsi = ds + r * n;
+    T* out = last ? nullptr : dL_prev + r * n;
+    for (int64_t k = lane(); k < n; k += kWarp) {
+      const T acc = first ? dLi[k] : dsi[k] + dLi[k];
+      const T y = Pi[k] * (grad_P(k) - d);
+      if (last) {
+        dsi[k] = acc + y;
+      } else {
+        dsi[k] = acc;
+        out[k] = y;
+      }
+    }
+  }
+}
+
 // dc: (tiles,n)  dc_dlambda: (NH)  glambda: (NH). One thread per head.
 template <class T>
 __global__ void lambda_grad_kernel(const double* dc, const double* dc_dlambda, int64_t batch, int64_t NH,
@@ -163,6 +313,39 @@ cudaError_t launch_potts_chain(const T* P, const T* dL, const uint8_t* key, cons
 }
 
 template <class T>
+cudaError_t launch_potts_colsum(const T* P, const uint8_t* key, const double* c, int64_t batch, int64_t NH,
+                                int64_t n, double* C) {
+  const int64_t tiles = batch * NH;
+  potts_colsum_kernel<<<grid_for(tiles * n), kBlock>>>(P, key, c, tiles, NH, n, C);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_potts_refine(const T* P, const T* s, const double* C, const uint8_t* key, const double* c,
+                                const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B) {
+  const int64_t tiles = batch * NH;
+  potts_refine_kernel<<<grid_for_rows(tiles * n), kBlock>>>(P, s, C, key, c, mask, tiles, NH, n, B);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_softmax_grad(const T* y, const T* gy, T* gx, int64_t R, int64_t C) {
+  softmax_grad_kernel<<<grid_for_rows(R), kBlock>>>(y, gy, gx, R, C);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_potts_backward_step(const T* P, const T* dL, const uint8_t* key, const double* c,
+                                       int64_t batch, int64_t NH, int64_t n, bool causal, bool first,
+                                       bool last, double* D, T* dF, T* ds, T* dL_prev, double* dc) {
+  const int64_t tiles = batch * NH;
+  potts_grad_columns_kernel<<<grid_for(tiles * n), kBlock>>>(dL, tiles, n, causal, D, dF);
+  potts_rows_backward_kernel<<<grid_for_rows(tiles * n), kBlock>>>(P, dL, D, dF, key, c, tiles, NH, n, causal,
+                                                                   first, last, ds, dL_prev, dc);
+  return cudaGetLastError();
+}
+
+template <class T>
 cudaError_t launch_lambda_grad(const double* dc, const double* dc_dlambda, int64_t batch, int64_t NH,
                                int64_t n, T* glambda) {
   lambda_grad_kernel<<<grid_for(NH), kBlock>>>(dc, dc_dlambda, batch, NH, n, glambda);
@@ -206,6 +389,15 @@ cudaError_t launch_potts_params(const T* lambda, int64_t NH, bool high, double* 
   template cudaError_t launch_potts_chain<T>(const T*, const T*, const uint8_t*, const double*, int64_t,    \
                                              int64_t, int64_t, bool, T*, double*);                          \
   template cudaError_t launch_lambda_grad<T>(const double*, const double*, int64_t, int64_t, int64_t, T*);  \
+  template cudaError_t launch_potts_colsum<T>(const T*, const uint8_t*, const double*, int64_t, int64_t,    \
+                                              int64_t, double*);                                            \
+  template cudaError_t launch_potts_refine<T>(const T*, const T*, const double*, const uint8_t*,            \
+                                              const double*, const MaskView&, int64_t, int64_t, int64_t,    \
+                                              T*);                                                          \
+  template cudaError_t launch_softmax_grad<T>(const T*, const T*, T*, int64_t, int64_t);                    \
+  template cudaError_t launch_potts_backward_step<T>(const T*, const T*, const uint8_t*, const double*,     \
+                                                     int64_t, int64_t, int64_t, bool, bool, bool, double*,  \
+                                                     T*, T*, T*, double*);                                  \
   template cudaError_t launch_elemmul_normalize<T>(const T*, const MaskView&, T*, T*, int64_t, int64_t);    \
   template cudaError_t launch_elemmul_grad<T>(const T*, const T*, const T*, const MaskView&, T*, int64_t,   \
                                               int64_t);

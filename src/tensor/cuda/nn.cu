@@ -6,6 +6,7 @@
 // the same order on every run. Row statistics accumulate in double, as on the CPU. LayerNorm's
 // gw, gb use the chunked column sums of reduce.cu.
 #include "tensor/cuda/device.cuh"
+#include "tensor/cuda/softmax_row.cuh"
 
 namespace saobp::cuda {
 
@@ -98,43 +99,11 @@ __global__ void layernorm_backward_params_kernel(const T* x, const T* mean, cons
 
 // ------------------------------------------------------------------------------------- softmax
 
-// x, y: (R,C). One warp per row. Masked entries and rows with nothing allowed give 0. NaN
-// propagates as on the CPU (src/tensor/cpu/softmax_row.h): the max skips NaN, so a row whose
-// allowed entries are all NaN (or NaN and -inf) looks empty; it gives NaN, not zeros.
+// x, y: (R,C). One warp per row (softmax_row.cuh).
 template <class T>
 __global__ void softmax_forward_kernel(const T* x, MaskView mask, T* y, int64_t R, int64_t C, bool log) {
-  for (int64_t r = warp_id(); r < R; r += warp_count()) {
-    const T* xr = x + r * C;
-    T* yr = y + r * C;
-    const RowMask allowed = row_mask(mask, r, C);
-    T mx = dmath::neg_inf<T>();
-    for (int64_t c = lane(); c < C; c += kWarp)
-      if (allowed(c) && xr[c] > mx) mx = xr[c];
-    mx = warp_reduce(mx, Max{});
-    if (mx == dmath::neg_inf<T>()) {  // nothing allowed (or all -inf), or NaN
-      T nan = T(0);
-      for (int64_t c = lane(); c < C; c += kWarp)
-        if (allowed(c) && xr[c] != xr[c]) nan = T(1);
-      nan = warp_reduce(nan, Max{});
-      const T fill = nan > T(0) ? static_cast<T>(NAN) : T(0);
-      for (int64_t c = lane(); c < C; c += kWarp) yr[c] = fill;
-      continue;
-    }
-    double sum = 0;
-    for (int64_t c = lane(); c < C; c += kWarp) {
-      const T v = allowed(c) ? dmath::exp(xr[c] - mx) : T(0);
-      yr[c] = v;
-      sum += v;
-    }
-    sum = warp_reduce(sum, Sum{});
-    if (log) {
-      const T lse = static_cast<T>(::log(sum));
-      for (int64_t c = lane(); c < C; c += kWarp) yr[c] = allowed(c) ? xr[c] - mx - lse : T(0);
-    } else {
-      const T inv = static_cast<T>(1.0 / sum);
-      for (int64_t c = lane(); c < C; c += kWarp) yr[c] *= inv;  // this lane wrote yr[c] above
-    }
-  }
+  for (int64_t r = warp_id(); r < R; r += warp_count())
+    softmax_row(x + r * C, row_mask(mask, r, C), C, log, y + r * C);
 }
 
 // y, gy, gx: (R,C). One warp per row.
@@ -161,9 +130,8 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, MaskView mask, 
       for (int64_t c = lane(); c < C; c += kWarp)
         if (allowed(c)) o[c] += g[c] - dmath::exp(yr[c]) * sgt;
     } else {
-      double dot = 0;
-      for (int64_t c = lane(); c < C; c += kWarp) dot += g[c] * yr[c];
-      const T d = static_cast<T>(warp_reduce(dot, Sum{}));
+      const T d = softmax_grad_dot(
+          yr, [g](int64_t c) { return g[c]; }, C);
       for (int64_t c = lane(); c < C; c += kWarp) o[c] += yr[c] * (g[c] - d);
     }
   }
