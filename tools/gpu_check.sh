@@ -240,21 +240,24 @@ gpu_bf16() {
   return $rc
 }
 stage bf16 200 gpu_bf16
-# The fused Potts schedule against the unfused one (SAOBP_FUSED_POTTS=0, the baseline in the same
-# run; src/attention/cuda/attention.cu), bp_high in bf16 beside original: the Medium models at
-# T = 512 (issue 23's bp_high / original target of 1.25x) and the Mini models at T = 128 (1.15x).
+# The attention's fused schedule against the unfused one (SAOBP_FUSED_ATTENTION=0, the baseline in
+# the same run; src/attention/cuda/attention.cu), original and bp_high in bf16: the Medium models
+# at T = 512 (issue 23's bp_high / original target of 1.25x) and the Mini models at T = 128 (1.15x).
 gpu_fused() {
-  local rc=0 run config t fused
+  local rc=0 run config t attention fused
   for run in bert-medium:512 gpt2-medium:512 bert-mini:128 gpt2-mini:128; do
     config=configs/${run%%:*}.toml t=${run#*:}
     local o=(train.device=cuda train.seq_len="$t" train.precision=bf16 data.kind=synthetic)
-    echo "-- $run original"
-    "$saobp" bench "$config" "${o[@]}" model.attention=original || rc=1
-    for fused in 0 1; do
-      echo "-- $run bp_high SAOBP_FUSED_POTTS=$fused"
-      SAOBP_FUSED_POTTS=$fused "$saobp" bench "$config" "${o[@]}" model.attention=bp_high --profile || rc=1
+    for attention in original bp_high; do
+      for fused in 0 1; do
+        echo "-- $run $attention SAOBP_FUSED_ATTENTION=$fused"
+        SAOBP_FUSED_ATTENTION=$fused "$saobp" bench "$config" "${o[@]}" model.attention=$attention || rc=1
+      done
     done
   done
+  echo "-- gpt2-medium:512 bp_high, fused, profiled"
+  "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 train.precision=bf16 \
+    data.kind=synthetic model.attention=bp_high --profile || rc=1
   return $rc
 }
 stage fused 240 gpu_fused

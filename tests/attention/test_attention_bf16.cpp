@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <utility>
 
@@ -228,5 +229,29 @@ TEST_CASE("cuda attention with bf16 GEMM operands: the CPU's results, the same b
     if (uses_lambda(variant)) CHECK(rel_norm(g1.gl, c.gl) < 1e-3);
     for (const auto& [a, b] : Pairs{{g1.out, g2.out}, {g1.gq, g2.gq}, {g1.gk, g2.gk}, {g1.gv, g2.gv}})
       CHECK(bitwise_equal(a.to(Device::cpu()), b.to(Device::cpu())));
+  });
+}
+
+// With bf16 operands the fused schedule (src/attention/cuda/attention.cu) writes the bf16 copies
+// of B and ds in the kernels that write B and ds, with the cast kernel's rounding; the unfused one
+// (SAOBP_FUSED_ATTENTION=0) casts them in passes of their own. The same maps and outputs, and
+// gradients equal up to how the compiler contracts the fused kernels' sums (λ's: summed by rows).
+TEST_CASE("cuda bf16 attention: the fused schedule gives the unfused one's results", "[cuda][bf16]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  for_each_setting([&](const AttentionConfig& cfg) {
+    const AttnVariant variant = cfg.variant;
+    const Result fused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    ::setenv("SAOBP_FUSED_ATTENTION", "0", 1);
+    const Result unfused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    ::unsetenv("SAOBP_FUSED_ATTENTION");
+    CHECK(bitwise_equal(fused.probs.to(Device::cpu()), unfused.probs.to(Device::cpu())));
+    CHECK(bitwise_equal(fused.out.to(Device::cpu()), unfused.out.to(Device::cpu())));
+    CHECK(rel_norm(fused.gq, unfused.gq.to(Device::cpu())) < 1e-5);
+    CHECK(rel_norm(fused.gk, unfused.gk.to(Device::cpu())) < 1e-5);
+    CHECK(bitwise_equal(fused.gv.to(Device::cpu()), unfused.gv.to(Device::cpu())));
+    if (uses_lambda(variant)) CHECK(rel_norm(fused.gl, unfused.gl.to(Device::cpu())) < 1e-5);
   });
 }

@@ -9,9 +9,11 @@
 // λ summed over the batch in order): results are bitwise reproducible run to run.
 // bf16 GEMM operands (kernels.inc): bf16 q, k, v go straight into the bf16 GEMMs (tensor cores,
 // f32 sums); B, dO and ds are cast to bf16 copies for theirs; the maps stay f32.
-// The Potts steps run fused by default (attention.cu's header: fewer passes over the T×T maps);
-// SAOBP_FUSED_POTTS=0 runs the unfused schedule, the baseline the fused one is measured and
-// tested against.
+// The maps' passes run fused by default (attention.cu's header): the Potts steps in fewer passes
+// over the T×T maps, ds written whole rather than added to zeros, and under bf16 operands the
+// bf16 copies of B (for B V) and ds (for its products) written by the kernels that write B and
+// ds. SAOBP_FUSED_ATTENTION=0 runs the unfused schedule (each of those a pass of its own), the
+// baseline the fused one is measured and tested against.
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -56,11 +58,17 @@ Tensor operand_like(const Tensor& x, const Tensor& partner) {
   return partner.dtype() == DType::bf16 ? x.to(DType::bf16) : x;
 }
 
-// False when SAOBP_FUSED_POTTS=0 (read at every call, so a test can run both schedules).
-bool fused_potts() {
-  const char* v = std::getenv("SAOBP_FUSED_POTTS");
+// False when SAOBP_FUSED_ATTENTION=0 (read at every call, so a test can run both schedules).
+bool fused_schedule() {
+  const char* v = std::getenv("SAOBP_FUSED_ATTENTION");
   return !(v && std::string(v) == "0");
 }
+
+// A bf16 map of probs' shape for a GEMM operand, where `want`; its bits for a kernel to write.
+Tensor half_map(bool want, const Tensor& probs) {
+  return want ? Tensor::empty(probs.shape(), DType::bf16, probs.device()) : Tensor();
+}
+uint16_t* half_bits(Tensor& t) { return t.defined() ? &t.data<bf16>()->bits : nullptr; }
 
 // The Potts beliefs b^0 = A .. b^steps = B: saved[0 .. steps-1], then probs.
 std::vector<Tensor> potts_beliefs(const Tensor& saved, const Tensor& probs, int64_t steps) {
@@ -79,9 +87,12 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   const MaskView mask = tile_mask(key_mask, p, d);
   Tensor s = probs.empty_like();
   gemm(q, false, k, true, s, p.scale, 0.0);
+  const bool fused = fused_schedule();
+  // bf16 operands: B's copy for B V, written with B (ElemMul's and the unfused schedule's: cast).
+  Tensor Bh = half_map(fused && v.dtype() == DType::bf16 && p.variant != AttnVariant::bp_elemmul, probs);
   switch (p.variant) {
     case AttnVariant::original:
-      check(launch_softmax_forward<T>(s.data<T>(), mask, probs.data<T>(), rows, d.T, false), op);
+      check(launch_softmax_half<T>(s.data<T>(), mask, probs.data<T>(), half_bits(Bh), rows, d.T), op);
       break;
     case AttnVariant::bp_high:
     case AttnVariant::bp_low: {
@@ -89,7 +100,8 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       const std::vector<Tensor> belief = potts_beliefs(saved, probs, p.steps);
       const bool prefix = p.causal && !p.leak;
       check(launch_softmax_forward<T>(s.data<T>(), mask, belief[0].data<T>(), rows, d.T, false), op);
-      if (!prefix && fused_potts()) {
+      const size_t last = belief.size() - 1;
+      if (!prefix && fused) {
         Tensor C = Tensor::empty({rows}, DType::f64, q.device());  // (tiles, T) column sums of F
         for (size_t t = 1; t < belief.size(); ++t) {
           check(launch_potts_colsum<T>(belief[t - 1].data<T>(), key_ptr(key_mask), potts.c.data<double>(),
@@ -97,7 +109,7 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
                 op);
           check(launch_potts_refine<T>(belief[t - 1].data<T>(), s.data<T>(), C.data<double>(),
                                        key_ptr(key_mask), potts.c.data<double>(), mask, d.B, d.NH, d.T,
-                                       belief[t].data<T>()),
+                                       belief[t].data<T>(), t == last ? half_bits(Bh) : nullptr),
                 op);
         }
         break;
@@ -107,7 +119,9 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
         check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
                                        potts.c.data<double>(), d.B, d.NH, d.T, prefix, L.data<T>()),
               op);
-        check(launch_softmax_forward<T>(L.data<T>(), mask, belief[t].data<T>(), rows, d.T, false), op);
+        check(launch_softmax_half<T>(L.data<T>(), mask, belief[t].data<T>(),
+                                     t == last ? half_bits(Bh) : nullptr, rows, d.T),
+              op);
       }
       break;
     }
@@ -120,10 +134,10 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
       break;
     }
   }
-  gemm(operand_like(probs, v), false, v, false, out, 1.0, 0.0);
+  gemm(Bh.defined() ? Bh : operand_like(probs, v), false, v, false, out, 1.0, 0.0);
 }
 
-// The unfused Potts backward (SAOBP_FUSED_POTTS=0): per BP step the softmax backward into a
+// The unfused Potts backward (SAOBP_FUSED_ATTENTION=0): per BP step the softmax backward into a
 // zeroed dL, ds += dL, the chain through log(1 - c P) into dP (dc by columns); then the softmax
 // backward of A into ds. ds arrives zeroed.
 template <class T>
@@ -162,14 +176,19 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   if (gv.defined()) gemm(operand_like(probs, v), true, dO, false, gv, 1.0, 1.0);
   const bool wants_lambda = glambda.defined() && uses_lambda(p.variant);
   if (!gq.defined() && !gk.defined() && !wants_lambda) return;
-  // ds: written whole by the softmax gradient (original) and the fused Potts steps; the other
-  // schedules add into it.
-  const bool potts_variant = p.variant == AttnVariant::bp_high || p.variant == AttnVariant::bp_low;
-  const bool fused = potts_variant && fused_potts();
-  Tensor ds = p.variant == AttnVariant::original || fused ? probs.empty_like() : probs.zeros_like();
+  // ds: written whole by the fused schedule (and, under bf16 operands, its bf16 copy for ds K
+  // and dsᵀ Q with it); ElemMul and the unfused schedule add into zeros (and cast).
+  const bool fused = fused_schedule() && p.variant != AttnVariant::bp_elemmul;
+  Tensor ds = fused ? probs.empty_like() : probs.zeros_like();
+  Tensor dSh = half_map(fused && q.dtype() == DType::bf16 && (gq.defined() || gk.defined()), probs);
   switch (p.variant) {
     case AttnVariant::original:
-      check(launch_softmax_grad<T>(probs.data<T>(), dB.data<T>(), ds.data<T>(), rows, d.T), op);
+      if (fused)
+        check(launch_softmax_grad<T>(probs.data<T>(), dB.data<T>(), ds.data<T>(), half_bits(dSh), rows, d.T),
+              op);
+      else
+        check(launch_softmax_backward<T>(probs.data<T>(), dB.data<T>(), mask, ds.data<T>(), rows, d.T, false),
+              op);
       break;
     case AttnVariant::bp_high:
     case AttnVariant::bp_low: {
@@ -182,14 +201,16 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
         Tensor dL = probs.empty_like(), dL_prev = p.steps > 1 ? probs.empty_like() : Tensor();
         Tensor D = prefix ? Tensor() : Tensor::empty({rows}, DType::f64, q.device());
         Tensor dF = prefix ? probs.empty_like() : Tensor();
-        check(launch_softmax_grad<T>(belief.back().data<T>(), dB.data<T>(), dL.data<T>(), rows, d.T), op);
+        check(launch_softmax_grad<T>(belief.back().data<T>(), dB.data<T>(), dL.data<T>(), nullptr, rows, d.T),
+              op);
         for (size_t t = belief.size() - 1; t >= 1; --t) {
-          check(launch_potts_backward_step<T>(
-                    belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask), potts.c.data<double>(), d.B,
-                    d.NH, d.T, prefix, t + 1 == belief.size(), t == 1,
-                    D.defined() ? D.data<double>() : nullptr, dF.defined() ? dF.data<T>() : nullptr,
-                    ds.data<T>(), dL_prev.defined() ? dL_prev.data<T>() : nullptr, dc.data<double>()),
-                op);
+          check(
+              launch_potts_backward_step<T>(
+                  belief[t - 1].data<T>(), dL.data<T>(), key_ptr(key_mask), potts.c.data<double>(), d.B, d.NH,
+                  d.T, prefix, t + 1 == belief.size(), t == 1, D.defined() ? D.data<double>() : nullptr,
+                  dF.defined() ? dF.data<T>() : nullptr, ds.data<T>(), half_bits(dSh),
+                  dL_prev.defined() ? dL_prev.data<T>() : nullptr, dc.data<double>()),
+              op);
           std::swap(dL, dL_prev);
         }
       } else {
@@ -214,7 +235,7 @@ void backward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
     }
   }
   if (!gq.defined() && !gk.defined()) return;
-  const Tensor dS = operand_like(ds, q);
+  const Tensor dS = dSh.defined() ? dSh : operand_like(ds, q);
   if (gq.defined()) gemm(dS, false, k, false, gq, p.scale, 1.0);
   if (gk.defined()) gemm(dS, true, q, false, gk, p.scale, 1.0);
 }

@@ -7,22 +7,28 @@
 // order, and adjacent threads read adjacent columns. Row kernels give a row to a warp, as the
 // softmax kernels do (softmax_row.cuh).
 //
-// The Potts steps come in two schedules over the (tiles, n, n) maps; both give the beliefs of
-// the CPU twin's formulas, the second in fewer passes over the maps (docs/saobp-gradients.md §7):
-//   unfused (SAOBP_FUSED_POTTS=0, the baseline it is measured against): L = s + G written by a
-//     column kernel, then the softmax kernel; backward the softmax backward into a zeroed dL,
+// The maps' passes come in two schedules over the (tiles, n, n) maps; both give the beliefs of
+// the CPU twin's formulas, the second in fewer passes (docs/saobp-gradients.md §7):
+//   unfused (SAOBP_FUSED_ATTENTION=0, the baseline it is measured against): L = s + G written by
+//     a column kernel, then the softmax kernel; backward the softmax backward into a zeroed dL,
 //     ds += dL, the chain through log(1 - c P) (potts_chain_kernel), and the softmax backward
-//     of P, each a pass over the maps;
+//     of P into a zeroed ds, each a pass over the maps; under bf16 GEMM operands B and ds are
+//     cast to bf16 by passes of their own;
 //   fused (the default): the encoder's forward is the column sums of F = log(1 - c P) (a vector
 //     per tile) and one row pass that forms L_j = s_j + C - F_j and its softmax in place in B_j;
 //     the backward is, per BP step, one column pass (the column sums of dL, or a decoder's
 //     suffix sums dF) and one row pass that forms dP from them, its softmax backward through P
-//     and the update of ds, with ∂L/∂c summed per row.
+//     and the update of ds, with ∂L/∂c summed per row; original's ds is written, not added to
+//     zeros; and the kernels that write B and ds write their bf16 copies too (write_half).
 // State: the fused schedule is compiled, and its CPU twin (bp_potts.cpp, the same order of work
-// per tile) tested; it has not run on a GPU yet. The [cuda] test "cuda fused Potts steps give the
-// unfused schedule's values" and gpu_check.sh's `fused` stage are its checks there.
+// per tile) tested; it has not run on a GPU yet. The [cuda] tests "cuda fused attention schedule
+// gives the unfused one's values" and "cuda bf16 attention: the fused schedule gives the unfused
+// one's results", and gpu_check.sh's `fused` stage, are its checks there.
+#include <type_traits>
+
 #include "attention/cuda/launch.h"
 #include "attention/formulas.h"
+#include "tensor/bf16.h"
 #include "tensor/cuda/device.cuh"
 #include "tensor/cuda/softmax_row.cuh"
 
@@ -108,6 +114,28 @@ __global__ void potts_chain_kernel(const T* P, const T* dL, const uint8_t* key, 
 
 // ---- the fused schedule ----
 
+// bf16 GEMM operands: hr[c] = y_c rounded to bf16 (nearest, ties to even: the cast kernel's
+// rounding) for the entries of a row of C that this lane wrote in yr; nothing when hr is nullptr
+// (or T is double, whose maps never feed a bf16 GEMM). A map's operand copy is then made where
+// the map is written, not by a cast pass of its own.
+template <class T>
+__device__ __forceinline__ void write_half(const T* yr, uint16_t* hr, int64_t C) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (hr)
+      for (int64_t c = lane(); c < C; c += kWarp) hr[c] = bf16_bits(yr[c]);
+  }
+}
+
+// x, y: (R,C)  half: (R,C) or nullptr. One warp per row: the masked softmax of nn.cu's kernel
+// (softmax_row), and y's bf16 copy where asked.
+template <class T>
+__global__ void softmax_half_kernel(const T* x, MaskView mask, T* y, uint16_t* half, int64_t R, int64_t C) {
+  for (int64_t r = warp_id(); r < R; r += warp_count()) {
+    softmax_row(x + r * C, row_mask(mask, r, C), C, false, y + r * C);
+    write_half(y + r * C, half ? half + r * C : nullptr, C);
+  }
+}
+
 // Row r of the (tiles,n,n) maps: its tile, its index in the tile, whether it sends messages
 // (key[row] = 1, or no key mask) and its head's Potts c.
 struct Row {
@@ -135,11 +163,12 @@ __global__ void potts_colsum_kernel(const T* P, const uint8_t* key, const double
 
 // P, s, B: (tiles,n,n)  C: (tiles,n). One warp per row j (the encoder, or a leaking decoder):
 // L_jk = s_jk + (C_k - F_jk) written into B_j, then B_j = softmax(L_j) over the allowed keys in
-// place: the entries potts_messages_kernel and softmax_forward_kernel give, in one pass.
+// place: the entries potts_messages_kernel and softmax_forward_kernel give, in one pass (and B's
+// bf16 copy into half, where asked).
 template <class T>
 __global__ void potts_refine_kernel(const T* P, const T* s, const double* C, const uint8_t* key,
                                     const double* c, MaskView mask, int64_t tiles, int64_t NH, int64_t n,
-                                    T* B) {
+                                    T* B, uint16_t* half) {
   for (int64_t r = warp_id(); r < tiles * n; r += warp_count()) {
     const Row row = row_of(r, key, c, NH, n);
     const T cc = static_cast<T>(row.c);
@@ -151,18 +180,21 @@ __global__ void potts_refine_kernel(const T* P, const T* s, const double* C, con
       Bj[k] = sj[k] + static_cast<T>(Ct[k] - F);
     }
     softmax_row(Bj, row_mask(mask, r, n), n, false, Bj);  // each lane rereads its own entries
+    write_half(Bj, half ? half + r * n : nullptr, n);
   }
 }
 
-// y, gy, gx: (R,C). One warp per row: gx = y (gy - <gy, y>), written (not added).
+// y, gy, gx: (R,C)  half: (R,C) or nullptr. One warp per row: gx = y (gy - <gy, y>), written (not
+// added), and its bf16 copy where asked.
 template <class T>
-__global__ void softmax_grad_kernel(const T* y, const T* gy, T* gx, int64_t R, int64_t C) {
+__global__ void softmax_grad_kernel(const T* y, const T* gy, T* gx, uint16_t* half, int64_t R, int64_t C) {
   for (int64_t r = warp_id(); r < R; r += warp_count()) {
     const T *yr = y + r * C, *g = gy + r * C;
     const T d = softmax_grad_dot(
         yr, [g](int64_t k) { return g[k]; }, C);
     T* o = gx + r * C;
     for (int64_t k = lane(); k < C; k += kWarp) o[k] = yr[k] * (g[k] - d);
+    write_half(o, half ? half + r * C : nullptr, C);
   }
 }
 
@@ -195,15 +227,16 @@ __global__ void potts_grad_columns_kernel(const T* dL, int64_t tiles, int64_t n,
 //     sum over k of dF_ik (-P_ik) / (1 - c P_ik), added to dc[tile, i];
 //   y_i = P_i (dP_i - <dP_i, P_i>), the softmax backward through the previous beliefs P;
 //   ds_i = (first ? 0 : ds_i) + dL_i (L = s + G: s gets dL directly), plus y_i at the last step
-//     (P = A, whose logits are s); else y_i is the next step's dL, written to dL_prev.
+//     (P = A, whose logits are s), with its bf16 copy into ds_half where asked; else y_i is the
+//     next step's dL, written to dL_prev.
 // Two sweeps of the row: dP for the dot and ∂L/∂c, then dP again for y (the same operations, so
 // the same value; storing it would be a map's write and read more). Each entry's value is the
 // one potts_chain_kernel and the softmax backward give; the dot is softmax_grad_dot's sum.
 template <class T>
 __global__ void potts_rows_backward_kernel(const T* P, const T* dL, const double* D, const T* dF,
                                            const uint8_t* key, const double* c, int64_t tiles, int64_t NH,
-                                           int64_t n, bool causal, bool first, bool last, T* ds, T* dL_prev,
-                                           double* dc) {
+                                           int64_t n, bool causal, bool first, bool last, T* ds,
+                                           uint16_t* ds_half, T* dL_prev, double* dc) {
   for (int64_t r = warp_id(); r < tiles * n; r += warp_count()) {
     const Row row = row_of(r, key, c, NH, n);
     const bool sends = row.sends;
@@ -236,6 +269,7 @@ __global__ void potts_rows_backward_kernel(const T* P, const T* dL, const double
         out[k] = y;
       }
     }
+    if (last) write_half(dsi, ds_half ? ds_half + r * n : nullptr, n);
   }
 }
 
@@ -322,26 +356,35 @@ cudaError_t launch_potts_colsum(const T* P, const uint8_t* key, const double* c,
 
 template <class T>
 cudaError_t launch_potts_refine(const T* P, const T* s, const double* C, const uint8_t* key, const double* c,
-                                const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B) {
+                                const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B,
+                                uint16_t* half) {
   const int64_t tiles = batch * NH;
-  potts_refine_kernel<<<grid_for_rows(tiles * n), kBlock>>>(P, s, C, key, c, mask, tiles, NH, n, B);
+  potts_refine_kernel<<<grid_for_rows(tiles * n), kBlock>>>(P, s, C, key, c, mask, tiles, NH, n, B, half);
   return cudaGetLastError();
 }
 
 template <class T>
-cudaError_t launch_softmax_grad(const T* y, const T* gy, T* gx, int64_t R, int64_t C) {
-  softmax_grad_kernel<<<grid_for_rows(R), kBlock>>>(y, gy, gx, R, C);
+cudaError_t launch_softmax_half(const T* x, const MaskView& mask, T* y, uint16_t* half, int64_t R,
+                                int64_t C) {
+  softmax_half_kernel<<<grid_for_rows(R), kBlock>>>(x, mask, y, half, R, C);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_softmax_grad(const T* y, const T* gy, T* gx, uint16_t* half, int64_t R, int64_t C) {
+  softmax_grad_kernel<<<grid_for_rows(R), kBlock>>>(y, gy, gx, half, R, C);
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch_potts_backward_step(const T* P, const T* dL, const uint8_t* key, const double* c,
                                        int64_t batch, int64_t NH, int64_t n, bool causal, bool first,
-                                       bool last, double* D, T* dF, T* ds, T* dL_prev, double* dc) {
+                                       bool last, double* D, T* dF, T* ds, uint16_t* ds_half, T* dL_prev,
+                                       double* dc) {
   const int64_t tiles = batch * NH;
   potts_grad_columns_kernel<<<grid_for(tiles * n), kBlock>>>(dL, tiles, n, causal, D, dF);
   potts_rows_backward_kernel<<<grid_for_rows(tiles * n), kBlock>>>(P, dL, D, dF, key, c, tiles, NH, n, causal,
-                                                                   first, last, ds, dL_prev, dc);
+                                                                   first, last, ds, ds_half, dL_prev, dc);
   return cudaGetLastError();
 }
 
@@ -382,24 +425,25 @@ cudaError_t launch_potts_params(const T* lambda, int64_t NH, bool high, double* 
   return cudaGetLastError();
 }
 
-#define SAOBP_FLOATING(T)                                                                                   \
-  template cudaError_t launch_potts_params<T>(const T*, int64_t, bool, double*, double*);                   \
-  template cudaError_t launch_potts_messages<T>(const T*, const T*, const uint8_t*, const double*, int64_t, \
-                                                int64_t, int64_t, bool, T*);                                \
-  template cudaError_t launch_potts_chain<T>(const T*, const T*, const uint8_t*, const double*, int64_t,    \
-                                             int64_t, int64_t, bool, T*, double*);                          \
-  template cudaError_t launch_lambda_grad<T>(const double*, const double*, int64_t, int64_t, int64_t, T*);  \
-  template cudaError_t launch_potts_colsum<T>(const T*, const uint8_t*, const double*, int64_t, int64_t,    \
-                                              int64_t, double*);                                            \
-  template cudaError_t launch_potts_refine<T>(const T*, const T*, const double*, const uint8_t*,            \
-                                              const double*, const MaskView&, int64_t, int64_t, int64_t,    \
-                                              T*);                                                          \
-  template cudaError_t launch_softmax_grad<T>(const T*, const T*, T*, int64_t, int64_t);                    \
-  template cudaError_t launch_potts_backward_step<T>(const T*, const T*, const uint8_t*, const double*,     \
-                                                     int64_t, int64_t, int64_t, bool, bool, bool, double*,  \
-                                                     T*, T*, T*, double*);                                  \
-  template cudaError_t launch_elemmul_normalize<T>(const T*, const MaskView&, T*, T*, int64_t, int64_t);    \
-  template cudaError_t launch_elemmul_grad<T>(const T*, const T*, const T*, const MaskView&, T*, int64_t,   \
+#define SAOBP_FLOATING(T)                                                                                    \
+  template cudaError_t launch_potts_params<T>(const T*, int64_t, bool, double*, double*);                    \
+  template cudaError_t launch_potts_messages<T>(const T*, const T*, const uint8_t*, const double*, int64_t,  \
+                                                int64_t, int64_t, bool, T*);                                 \
+  template cudaError_t launch_potts_chain<T>(const T*, const T*, const uint8_t*, const double*, int64_t,     \
+                                             int64_t, int64_t, bool, T*, double*);                           \
+  template cudaError_t launch_lambda_grad<T>(const double*, const double*, int64_t, int64_t, int64_t, T*);   \
+  template cudaError_t launch_potts_colsum<T>(const T*, const uint8_t*, const double*, int64_t, int64_t,     \
+                                              int64_t, double*);                                             \
+  template cudaError_t launch_potts_refine<T>(const T*, const T*, const double*, const uint8_t*,             \
+                                              const double*, const MaskView&, int64_t, int64_t, int64_t, T*, \
+                                              uint16_t*);                                                    \
+  template cudaError_t launch_softmax_half<T>(const T*, const MaskView&, T*, uint16_t*, int64_t, int64_t);   \
+  template cudaError_t launch_softmax_grad<T>(const T*, const T*, T*, uint16_t*, int64_t, int64_t);          \
+  template cudaError_t launch_potts_backward_step<T>(const T*, const T*, const uint8_t*, const double*,      \
+                                                     int64_t, int64_t, int64_t, bool, bool, bool, double*,   \
+                                                     T*, T*, uint16_t*, T*, double*);                        \
+  template cudaError_t launch_elemmul_normalize<T>(const T*, const MaskView&, T*, T*, int64_t, int64_t);     \
+  template cudaError_t launch_elemmul_grad<T>(const T*, const T*, const T*, const MaskView&, T*, int64_t,    \
                                               int64_t);
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)

@@ -25,26 +25,35 @@ cudaError_t launch_potts_chain(const T* P, const T* dL, const uint8_t* key, cons
                                int64_t NH, int64_t n, bool causal, T* dP, double* dc);
 // The fused schedule (attention.cu's header). Encoder (or leaking decoder) forward of one BP
 // step: C (tiles,n) = the column sums of F = log(1 - c P) (launch_potts_colsum), then
-// B = softmax_allowed(s + C - F) row by row (launch_potts_refine; mask as the softmax's).
+// B = softmax_allowed(s + C - F) row by row (launch_potts_refine; mask as the softmax's), and B
+// rounded to bf16 into half (the operand of a bf16 B V) where half is not nullptr.
 template <class T>
 cudaError_t launch_potts_colsum(const T* P, const uint8_t* key, const double* c, int64_t batch, int64_t NH,
                                 int64_t n, double* C);
 template <class T>
 cudaError_t launch_potts_refine(const T* P, const T* s, const double* C, const uint8_t* key, const double* c,
-                                const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B);
-// y, gy, gx: (R,C). gx = y (gy - <gy, y>) row by row, written (the softmax backward of
-// launch_softmax_backward without the accumulation, so gx needs no zeroing).
+                                const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B,
+                                uint16_t* half);
+// x, y: (R,C). launch_softmax_forward's softmax (log = false), and y's bf16 copy into half (R,C)
+// where half is not nullptr.
 template <class T>
-cudaError_t launch_softmax_grad(const T* y, const T* gy, T* gx, int64_t R, int64_t C);
+cudaError_t launch_softmax_half(const T* x, const MaskView& mask, T* y, uint16_t* half, int64_t R, int64_t C);
+// y, gy, gx: (R,C). gx = y (gy - <gy, y>) row by row, written (the softmax backward of
+// launch_softmax_backward without the accumulation, so gx needs no zeroing); its bf16 copy into
+// half (R,C) where half is not nullptr.
+template <class T>
+cudaError_t launch_softmax_grad(const T* y, const T* gy, T* gx, uint16_t* half, int64_t R, int64_t C);
 // One BP step of the backward from dL (the gradient at the step's logits) and P (the step's input
 // beliefs): ds = (first ? 0 : ds) + dL, then at the last step (P = A) ds += the softmax backward
 // through A of dP, else dL_prev = that softmax backward (the previous step's dL); dc[tile, i] +=
 // row i's share of dL/dc. Scratch: D (tiles,n) for the encoder, dF (tiles,n,n) for the decoder
-// (causal: not leaking); the other may be nullptr. dL_prev is unused when last.
+// (causal: not leaking); the other may be nullptr. dL_prev is unused when last; ds_half, where
+// not nullptr, receives the last step's ds rounded to bf16.
 template <class T>
 cudaError_t launch_potts_backward_step(const T* P, const T* dL, const uint8_t* key, const double* c,
                                        int64_t batch, int64_t NH, int64_t n, bool causal, bool first,
-                                       bool last, double* D, T* dF, T* ds, T* dL_prev, double* dc);
+                                       bool last, double* D, T* dF, T* ds, uint16_t* ds_half, T* dL_prev,
+                                       double* dc);
 // dc: (tiles,n)  dc_dlambda: (NH) -> glambda: (NH) += sum over b, in order, of tile (b,h)'s
 // total dc times dc_dlambda[h].
 template <class T>
