@@ -240,8 +240,8 @@ gpu_bf16() {
   return $rc
 }
 stage bf16 200 gpu_bf16
-# The attention's fused schedule against the unfused one (SAOBP_FUSED_ATTENTION=0, the baseline in
-# the same run; src/attention/cuda/attention.cu), original and bp_high in bf16: the Medium models
+# The attention's fused schedule (SAOBP_FUSED_ATTENTION=1) against the unfused one (0, the default
+# and the baseline in the same run; src/attention/cuda/attention.cu), original and bp_high in bf16: the Medium models
 # at T = 512 (issue 23's bp_high / original target of 1.25x) and the Mini models at T = 128 (1.15x).
 gpu_fused() {
   local rc=0 run config t attention fused
@@ -256,7 +256,7 @@ gpu_fused() {
     done
   done
   echo "-- gpt2-medium:512 bp_high, fused, profiled"
-  "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 train.precision=bf16 \
+  SAOBP_FUSED_ATTENTION=1 "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 train.precision=bf16 \
     data.kind=synthetic model.attention=bp_high --profile || rc=1
   return $rc
 }

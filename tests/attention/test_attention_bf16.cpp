@@ -232,9 +232,10 @@ TEST_CASE("cuda attention with bf16 GEMM operands: the CPU's results, the same b
   });
 }
 
-// With bf16 operands the fused schedule (src/attention/cuda/attention.cu) writes the bf16 copies
+// With bf16 operands the fused schedule (SAOBP_FUSED_ATTENTION=1, src/attention/cuda/attention.cu)
+// writes the bf16 copies
 // of B and ds in the kernels that write B and ds, with the cast kernel's rounding; the unfused one
-// (SAOBP_FUSED_ATTENTION=0) casts them in passes of their own. The same maps and outputs, and
+// (the default) casts them in passes of their own. The same maps and outputs, and
 // gradients equal up to how the compiler contracts the fused kernels' sums (λ's: summed by rows).
 TEST_CASE("cuda bf16 attention: the fused schedule gives the unfused one's results", "[cuda][bf16]") {
   if (!saobp::cuda::available()) {
@@ -243,9 +244,9 @@ TEST_CASE("cuda bf16 attention: the fused schedule gives the unfused one's resul
   }
   for_each_setting([&](const AttentionConfig& cfg) {
     const AttnVariant variant = cfg.variant;
-    const Result fused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
-    ::setenv("SAOBP_FUSED_ATTENTION", "0", 1);
     const Result unfused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    ::setenv("SAOBP_FUSED_ATTENTION", "1", 1);
+    const Result fused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
     ::unsetenv("SAOBP_FUSED_ATTENTION");
     CHECK(bitwise_equal(fused.probs.to(Device::cpu()), unfused.probs.to(Device::cpu())));
     CHECK(bitwise_equal(fused.out.to(Device::cpu()), unfused.out.to(Device::cpu())));

@@ -831,8 +831,8 @@ TEST_CASE("cuda fused attention: every variant, causal, padding, BP steps", "[cu
           }
 }
 
-// The fused schedule of the attention's maps (the default; src/attention/cuda/attention.cu)
-// against the unfused one (SAOBP_FUSED_ATTENTION=0) on the same GPU, and both against the CPU:
+// The fused schedule of the attention's maps (SAOBP_FUSED_ATTENTION=1; src/attention/cuda/
+// attention.cu) against the unfused one (the default) on the same GPU, and both against the CPU:
 // original and every Potts setting, including the leaking decoder, with rows longer than a warp's
 // 32 lanes. The forward forms the same logits and runs the same softmax code (softmax_row.cuh):
 // the maps and the output are equal. The backward forms the same dP, y and ds values in other
@@ -876,9 +876,9 @@ TEST_CASE("cuda fused attention schedule gives the unfused one's values", "[cuda
                                          on(gout), gq, gk, gv, glambda);
                 return std::vector<Tensor>{out, probs, saved, gq, gk, gv, glambda};
               };
-              const auto cpu = run(kCpu), fused = run(kGpu);
-              ::setenv("SAOBP_FUSED_ATTENTION", "0", 1);
-              const auto unfused = run(kGpu);
+              const auto cpu = run(kCpu), unfused = run(kGpu);
+              ::setenv("SAOBP_FUSED_ATTENTION", "1", 1);
+              const auto fused = run(kGpu);
               ::unsetenv("SAOBP_FUSED_ATTENTION");
               const char* names[] = {"out", "probs", "saved", "gq", "gk", "gv", "glambda"};
               const double close = dt == DType::f64 ? 1e-14 : 1e-6;

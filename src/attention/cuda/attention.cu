@@ -9,12 +9,12 @@
 //
 // The maps' passes come in two schedules over the (tiles, n, n) maps; both give the beliefs of
 // the CPU twin's formulas, the second in fewer passes (docs/saobp-gradients.md §7):
-//   unfused (SAOBP_FUSED_ATTENTION=0, the baseline it is measured against): L = s + G written by
-//     a column kernel, then the softmax kernel; backward the softmax backward into a zeroed dL,
-//     ds += dL, the chain through log(1 - c P) (potts_chain_kernel), and the softmax backward
-//     of P into a zeroed ds, each a pass over the maps; under bf16 GEMM operands B and ds are
-//     cast to bf16 by passes of their own;
-//   fused (the default): the encoder's forward is the column sums of F = log(1 - c P) (a vector
+//   unfused (the default until the fused one has run on a GPU, and the baseline it is measured
+//     against): L = s + G written by a column kernel, then the softmax kernel; backward the softmax backward
+//     into a zeroed dL, ds += dL, the chain through log(1 - c P) (potts_chain_kernel), and the softmax
+//     backward of P into a zeroed ds, each a pass over the maps; under bf16 GEMM operands B and ds are cast
+//     to bf16 by passes of their own;
+//   fused (SAOBP_FUSED_ATTENTION=1): the encoder's forward is the column sums of F = log(1 - c P) (a vector
 //     per tile) and one row pass that forms L_j = s_j + C - F_j and its softmax in place in B_j;
 //     the backward is, per BP step, one column pass (the column sums of dL, or a decoder's
 //     suffix sums dF) and one row pass that forms dP from them, its softmax backward through P
