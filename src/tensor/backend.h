@@ -65,6 +65,27 @@ class OpTimer {
   const char* op_;
   size_t slot_ = 0;
 };
+// Times one library call inside an op (a cuBLAS GEMM) as a detail entry of the profile
+// (OpTime::detail) under the label `label()` returns, with its FLOPs; the label is made only
+// while profiling is on.
+class DetailTimer {
+ public:
+  template <class Label>
+  DetailTimer(Label label, double flops) : on_(profiling()) {
+    if (on_) slot_ = begin(label(), flops);
+  }
+  ~DetailTimer() {
+    if (on_) end(slot_);
+  }
+  DetailTimer(const DetailTimer&) = delete;
+  DetailTimer& operator=(const DetailTimer&) = delete;
+
+ private:
+  static size_t begin(const std::string& label, double flops);
+  static void end(size_t slot);
+  bool on_;
+  size_t slot_ = 0;
+};
 }  // namespace cuda
 
 // Throws "[op] built without CUDA": a CPU-only build's answer to a CUDA tensor (dispatch.cpp).

@@ -42,6 +42,11 @@ struct OpTime {
   std::string op;
   int64_t calls = 0;
   double ms = 0;
+  // A detail entry: one library call inside an op, timed under its shape (the GEMMs' cuBLAS and
+  // cuBLASLt calls, labelled like "bf16 nt 16384x1536x512"), with its FLOPs: already counted in
+  // its op's entry, so not to be added to the ops' total.
+  bool detail = false;
+  double flops = 0;
 };
 void set_profiling(bool on);
 std::vector<OpTime> profile_report();

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention/kernels.h"
@@ -340,6 +341,35 @@ TEST_CASE("cuda gemm_bias, gemm_then_bias, gemm_rowsum and gemm_colsum match the
         CHECK_CLOSE(c_c, c_g, dt);
         CHECK_CLOSE(s_c, s_g, dt);
       }
+}
+
+// --profile's table: each op's calls and time, and each GEMM's library call under its shape with
+// 2·M·N·K·batch FLOPs, apart from the ops (their time is part of the gemm op's).
+TEST_CASE("cuda profile: ops, and the GEMMs by shape with their FLOPs", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const Tensor a = gpu(randn({3, 5, 4}, DType::f32, 70)), b = gpu(randn({3, 4, 6}, DType::f32, 71));
+  Tensor c = Tensor::empty({3, 5, 6}, DType::f32, kGpu);
+  cuda::set_profiling(true);
+  for (int i = 0; i < 2; ++i) kern::gemm(a, false, b, false, c, 1.0, 0.0);
+  kern::gemm(a.to(DType::bf16), false, b.to(DType::bf16), false, c, 1.0, 0.0);
+  const auto report = cuda::profile_report();
+  cuda::set_profiling(false);
+  auto find = [&](bool detail, const std::string& op) {
+    for (const cuda::OpTime& o : report)
+      if (o.detail == detail && o.op == op) return o;
+    return cuda::OpTime{};
+  };
+  CHECK(find(false, "gemm").calls == 3);
+  const cuda::OpTime f32 = find(true, "gemm f32 nn 5x6x4x3"), bf16 = find(true, "gemm bf16 nn 5x6x4x3");
+  CHECK(f32.calls == 2);
+  CHECK(f32.flops == 2 * 2.0 * 5 * 6 * 4 * 3);
+  CHECK(bf16.calls == 1);
+  CHECK(bf16.flops == 2.0 * 5 * 6 * 4 * 3);
+  CHECK(f32.ms > 0);
+  CHECK(cuda::profile_report().empty());  // the report starts counting anew
 }
 
 TEST_CASE("cuda gemm is bitwise reproducible", "[cuda]") {

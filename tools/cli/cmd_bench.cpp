@@ -153,15 +153,24 @@ std::pair<CpuTimes, CpuTimes> time_steps(std::vector<StepBench*>& benches, int w
   return {cpu0, read_cpu_times()};
 }
 
-// The kernels' GPU time per step, largest first (--profile).
+// The kernels' GPU time per step, largest first (--profile), then the GEMMs' library calls by
+// shape with their FLOP rates (detail entries, part of the gemm ops' time above).
 void print_profile(const GpuFigures& gpu, int steps, double step_ms) {
-  double total = 0;
-  for (const cuda::OpTime& o : gpu.ops) total += o.ms;
+  double total = 0, gemm_ms = 0;
+  for (const cuda::OpTime& o : gpu.ops) (o.detail ? gemm_ms : total) += o.ms;
   fmt::print("kernels on the GPU per step (--profile: CUDA events around each; {:.2f} ms of {:.2f} ms):\n",
              total / steps, step_ms);
   for (const cuda::OpTime& o : gpu.ops)
-    fmt::print("  {:<28} {:7.1f} calls {:8.3f} ms {:5.1f}%\n", o.op, static_cast<double>(o.calls) / steps,
-               o.ms / steps, 100 * o.ms / std::max(total, 1e-9));
+    if (!o.detail)
+      fmt::print("  {:<28} {:7.1f} calls {:8.3f} ms {:5.1f}%\n", o.op, static_cast<double>(o.calls) / steps,
+                 o.ms / steps, 100 * o.ms / std::max(total, 1e-9));
+  if (gemm_ms == 0) return;
+  fmt::print("cuBLAS / cuBLASLt calls by shape (KIND DTYPE op(a)op(b) MxNxK[xBATCH]; {:.2f} ms per step):\n",
+             gemm_ms / steps);
+  for (const cuda::OpTime& o : gpu.ops)
+    if (o.detail)
+      fmt::print("  {:<40} {:7.1f} calls {:8.3f} ms {:7.1f} TFLOP/s\n", o.op,
+                 static_cast<double>(o.calls) / steps, o.ms / steps, o.flops / std::max(o.ms, 1e-9) / 1e9);
 }
 
 // clip_grad_norm, the AdamW step at the schedule's lr, zero_grad: the end of every trainer step.
@@ -516,7 +525,8 @@ void register_bench(CLI::App& app) {
   sub->add_option("--json", o.json, "also write the figures to this JSON file");
   sub->add_flag("--profile", o.profile,
                 "on a GPU, also time each kernel of the timed steps (CUDA events around each call) and "
-                "print their GPU time per step, largest first");
+                "print their GPU time per step, largest first, then the GEMMs' cuBLAS and cuBLASLt calls by "
+                "shape with their TFLOP/s");
   sub->add_flag("--print-config", o.print_config,
                 "print the resolved config as TOML and exit (bench_pytorch.py)");
   add_command(sub, [] { return run_bench(o); });

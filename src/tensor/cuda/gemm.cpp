@@ -66,6 +66,21 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t opa, cublasOpera
                                    batch);
 }
 
+// --profile: a cuBLAS or cuBLASLt call timed under its shape, "KIND DTYPE OPS MxNxK[xBATCH]"
+// (OPS: n or t for op(a), op(b)), with its 2·M·N·K·batch FLOPs: `saobp bench --profile` lists
+// the step's GEMMs by shape beside the ops.
+DetailTimer shape_timer(const char* kind, const Tensor& a, bool ta, bool tb, const GemmDims& g) {
+  return DetailTimer(
+      [&] {
+        std::string label = fmt::format("{} {} {}{} {}x{}x{}", kind, dtype_name(a.dtype()), ta ? 't' : 'n',
+                                        tb ? 't' : 'n', g.M, g.N, g.K);
+        if (g.Bc > 1) label += fmt::format("x{}", g.Bc);
+        return label;
+      },
+      2.0 * static_cast<double>(g.M) * static_cast<double>(g.N) * static_cast<double>(g.K) *
+          static_cast<double>(g.Bc));
+}
+
 // c: (Bc,M,N)  a: (Ba,M,K) or (Ba,K,M) if ta  b: (Bb,K,N) or (Bb,N,K) if tb; Ba, Bb in {Bc, 1}.
 // What every cuBLAS product does before the call: true when nothing is left to do (c empty, or
 // K = 0: op(a) op(b) is zero and c is scaled by beta; cuBLAS would reject the leading dimension
@@ -90,6 +105,7 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
   const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
   if (gemm_done_without_cublas(a, b, c, g, beta)) return;
   const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const DetailTimer timer = shape_timer("gemm", a, ta, tb, g);
   check_cublas(
       gemm_batched(handle(c.device().index), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                    static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &al, b.data<T>(),
@@ -105,6 +121,7 @@ void gemm_bf16(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
   const int64_t M = g.M, N = g.N, K = g.K;
   if (gemm_done_without_cublas(a, b, c, g, beta)) return;
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  const DetailTimer timer = shape_timer("gemm", a, ta, tb, g);
   check_cublas(
       cublasGemmStridedBatchedEx(
           handle(c.device().index, true), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -268,6 +285,7 @@ bool gemm_lt(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doub
   check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof vec),
            "gemm");
   const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  const DetailTimer timer = shape_timer(epi == Epilogue::bias ? "lt+bias" : "lt+bgrad", a, ta, tb, g);
   check_lt(cublasLtMatmul(dev.handle, p.desc, &al, b.raw(), p.a, a.raw(), p.b, &be, c.data<float>(), p.c,
                           c.data<float>(), p.c, &p.algo, dev.workspace, kLtWorkspace, nullptr),
            "gemm");

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/cuda/common.h"
@@ -94,16 +96,18 @@ StagingRing& staging() {
 
 // ---- the profiler: a start and a stop event around each timed kernel call ---------------------
 struct Timed {
-  const char* op;
+  std::string op;
+  bool detail;
+  double flops;
   cudaEvent_t start, stop;
 };
 class Profiler {
  public:
   std::atomic<bool> on{false};
 
-  size_t begin(const char* op) {
+  size_t begin(std::string op, bool detail = false, double flops = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Timed t{op, event(), event()};
+    Timed t{std::move(op), detail, flops, event(), event()};
     check(cudaEventRecord(t.start, cudaStreamLegacy), "profile");
     calls_.push_back(t);
     return calls_.size() - 1;
@@ -115,12 +119,12 @@ class Profiler {
   std::vector<OpTime> report() {
     std::lock_guard<std::mutex> lock(mutex_);
     check(cudaDeviceSynchronize(), "profile");
-    std::map<std::string, OpTime> by_op;
+    std::map<std::pair<bool, std::string>, OpTime> by_op;
     for (const Timed& t : calls_) {
       float ms = 0;
       check(cudaEventElapsedTime(&ms, t.start, t.stop), "profile");
-      OpTime& o = by_op[t.op];
-      o.op = t.op, ++o.calls, o.ms += ms;
+      OpTime& o = by_op[{t.detail, t.op}];
+      o.op = t.op, o.detail = t.detail, ++o.calls, o.ms += ms, o.flops += t.flops;
       free_.push_back(t.start), free_.push_back(t.stop);
     }
     calls_.clear();
@@ -270,5 +274,9 @@ double EventTimer::seconds() {
 
 size_t OpTimer::begin(const char* op) { return profiler().begin(op); }
 void OpTimer::end(size_t slot) { profiler().end(slot); }
+size_t DetailTimer::begin(const std::string& label, double flops) {
+  return profiler().begin(label, true, flops);
+}
+void DetailTimer::end(size_t slot) { profiler().end(slot); }
 
 }  // namespace saobp::cuda
