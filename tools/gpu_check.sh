@@ -175,9 +175,22 @@ gpu_tiled() {
       train.warmup_steps=1 train.eval_every=0 train.log_every=1 train.run_dir="$work/tiled-$tiled-$t" || rc=1
     cat "$work/tiled-$tiled-$t/metrics.jsonl" 2>/dev/null
   done
+  # A 40 GiB card (train.memory_limit_gib = 40): at T = 16384 the materialized kernels are refused
+  # (the run's estimate is past the limit), the tiled ones train within it.
+  local o=(configs/gpt2-mini.toml train.device=cuda model.attention=bp_high train.seq_len=16384
+    model.max_positions=16384 train.batch_size=1 data.kind=synthetic train.max_steps=2 train.warmup_steps=1
+    train.eval_every=0 train.log_every=1 train.memory_limit_gib=40)
+  echo "-- train.memory_limit_gib=40 T=16384: materialized (refused), then tiled"
+  if "$saobp" train "${o[@]}" model.tiled=false train.run_dir="$work/limit-false" 2>&1 | tee "$work/limit.log"; then
+    echo "FAIL: the materialized run was not refused under the limit"
+    rc=1
+  fi
+  grep -q "train.memory_limit_gib" "$work/limit.log" || rc=1
+  "$saobp" train "${o[@]}" model.tiled=true train.run_dir="$work/limit-true" || rc=1
+  cat "$work/limit-true/metrics.jsonl" 2>/dev/null
   return $rc
 }
-stage tiled 240 gpu_tiled
+stage tiled 300 gpu_tiled
 # The kill test of the checkpoint swap, on the GPU.
 stage kill 180 env SAOBP_TEST_DEVICE=cuda bash tests/train/kill_test.sh "$saobp"
 # Two ranks sharing the GPU against one process with grad_accum 2: bitwise the same weights.

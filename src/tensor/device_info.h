@@ -25,6 +25,10 @@ DeviceProperties device_properties(int index);
 // The most bytes this process's tensors held on GPU `index` at once (the caching allocator's
 // live blocks, rounded to its buckets); 0 without CUDA.
 size_t memory_peak_bytes(int index);
+// Holds the caching allocator of GPU `index` to `bytes` from the driver (0: no limit beyond the
+// card's; train.memory_limit_gib): past it, cached blocks are released, then an allocation fails
+// as one past the card's memory does, naming the key. Nothing without CUDA.
+void set_memory_limit(int index, size_t bytes);
 
 // The times the host waited for a GPU: copies to the host, synchronize(), a copy to the device
 // too large for the staging buffers, a staging buffer still in flight. A training step's count

@@ -50,6 +50,11 @@ struct TrainSection {
   // f32 | bf16: the operands of the linear layers' and the attention's GEMMs (autograd/ops.h
   // GemmInputs, docs/precision.md). bf16 runs on a GPU only; the CPU trains in f32, the reference.
   std::string precision = "f32";
+  // The memory this run may use, in GiB (0: all of its device's): the run's memory estimate must
+  // fit it (config_checks.cpp), and on a GPU the caching allocator holds no more than it from the
+  // driver (cuda::set_memory_limit), as on a card of that size. For sharing a device, and for
+  // seeing a smaller card's limits on a large one.
+  double memory_limit_gib = 0;
   int64_t batch_size = 32, seq_len = 128;
   double lr = 5e-5, min_lr = 0;
   int64_t warmup_steps = 3000, max_steps = 60000;

@@ -83,6 +83,10 @@ void check_run_size(const RunConfig& c, const ConfigOrigins& origins, FitCheck f
       where = fmt::format("{}'s", d.str());
     }
   }
+  if (t.memory_limit_gib > 0 && (phys == 0 || t.memory_limit_gib * kGiB < phys)) {
+    phys = t.memory_limit_gib * kGiB;
+    where = "train.memory_limit_gib's";
+  }
   const double params = static_cast<double>(r.param_bytes), acts = static_cast<double>(r.activation_bytes);
   if (phys > 0 && params + acts > phys) {
     // Where the attention maps are what does not fit, the tiled kernels may: say so, with their estimate.
@@ -149,6 +153,8 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins, FitCheck fit
            std::all_of(t.device.begin() + 5, t.device.end(), [](char ch) { return ch >= '0' && ch <= '9'; })),
       "train.device", "unknown device \"{}\" (allowed: cpu, cuda, cuda:N)", t.device);
   enum_check("train.precision", t.precision, {"f32", "bf16"});
+  CFG_CHECK(std::isfinite(t.memory_limit_gib) && t.memory_limit_gib >= 0, "train.memory_limit_gib",
+            "must be a number of GiB >= 0 (0: all of the device's memory), got {}", t.memory_limit_gib);
   CFG_CHECK(t.precision != "bf16" || t.device.rfind("cuda", 0) == 0, "train.precision",
             "bf16 runs on a GPU (train.device = \"cuda\"), not on \"{}\": the CPU trains in f32, the "
             "reference (set train.precision = \"f32\")",

@@ -247,6 +247,7 @@ const std::vector<Field>& schema() {
       field("train", "seed", &R::train, &T::seed),
       field("train", "device", &R::train, &T::device),
       field("train", "precision", &R::train, &T::precision),
+      field("train", "memory_limit_gib", &R::train, &T::memory_limit_gib),
       field("train", "batch_size", &R::train, &T::batch_size),
       field("train", "seq_len", &R::train, &T::seq_len),
       field("train", "lr", &R::train, &T::lr),
@@ -519,12 +520,14 @@ std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
 // on a GPU resumes on the CPU and the other way round, and a CPU run hashes as it always did.
 // model.tiled picks the attention kernels, not the function they compute: a run may resume with
 // the other kernels (the tiled ones when the maps no longer fit, say). train.precision is left
-// out for the same reason as the device: a bf16 run saved on a GPU resumes in f32 on the CPU.
+// out for the same reason as the device: a bf16 run saved on a GPU resumes in f32 on the CPU, and
+// so is train.memory_limit_gib, which bounds where a run fits, not what it computes.
 uint64_t config_hash(const RunConfig& cfg) {
   RunConfig c = cfg;
   c.train.grad_accum = 1;
   c.train.device = "cpu";
-  return fnv1a64(toml_of(c, {"train.reduce", "train.bucket_mb", "model.tiled", "train.precision"}));
+  return fnv1a64(toml_of(
+      c, {"train.reduce", "train.bucket_mb", "model.tiled", "train.precision", "train.memory_limit_gib"}));
 }
 
 }  // namespace saobp

@@ -141,6 +141,10 @@ Device run_device(const RunConfig& cfg) {
   // "cuda" without an index: under mpirun each rank takes the GPU of its rank on the host, modulo
   // the GPUs there (ranks share one when there are more ranks than GPUs); "cuda:N" is N for all.
   if (name == "cuda" || name == "gpu") d = Device::cuda(dist::local_rank() % n);
+  // train.memory_limit_gib: the caching allocator holds no more than that from the driver.
+  if (cfg.train.memory_limit_gib > 0)
+    cuda::set_memory_limit(d.index,
+                           static_cast<size_t>(cfg.train.memory_limit_gib * 1024.0 * 1024.0 * 1024.0));
   return d;
 }
 

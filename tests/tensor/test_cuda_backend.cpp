@@ -134,9 +134,30 @@ TEST_CASE("cuda runtime: out of memory is an error naming the sizes and the keys
   CHECK_ERROR(Tensor::empty({floats}, DType::f32, kGpu),
               Catch::Matchers::Contains("out of GPU memory on cuda:0") &&
                   Catch::Matchers::Contains("GiB free") && Catch::Matchers::Contains("train.batch_size") &&
-                  Catch::Matchers::Contains("model.seq_len"));
+                  Catch::Matchers::Contains("train.seq_len"));
   const std::vector<float> v{1.0f, 2.0f};
   CHECK(Tensor::from_vector(v, {2}, kGpu).to_vector<float>() == v);
+}
+
+// train.memory_limit_gib: the caching allocator holds no more than the limit from the driver,
+// releasing its cached blocks before it refuses.
+TEST_CASE("cuda runtime: a memory limit is kept, cached blocks released first", "[cuda]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  saobp::cuda::set_memory_limit(0, 256 * kMiB);
+  {
+    Tensor a = Tensor::empty({200 * kMiB / 4}, DType::f32, kGpu);
+    CHECK_ERROR(
+        Tensor::empty({100 * kMiB / 4}, DType::f32, kGpu),
+        Catch::Matchers::Contains("out of GPU memory on cuda:0 under train.memory_limit_gib = 0.25") &&
+            Catch::Matchers::Contains("model.tiled=true"));
+  }  // a's block goes to the cache: 200 MiB still held
+  CHECK_NOTHROW(Tensor::empty({100 * kMiB / 4}, DType::f32, kGpu));  // the cache is released for it
+  saobp::cuda::set_memory_limit(0, 0);
+  CHECK_NOTHROW(Tensor::empty({300 * kMiB / 4}, DType::f32, kGpu));
 }
 
 TEST_CASE("cuda fill on a strided view", "[cuda]") {

@@ -316,6 +316,39 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
   CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.reduce=fast"})) == h);
   CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.bucket_mb=0.5"})) == h);
   CHECK_THAT(to_toml(base), Contains("\nreduce = \"ordered\"\n"));
+  // Nor is the memory a run may use.
+  CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.memory_limit_gib=12"})) == h);
+}
+
+TEST_CASE("train.memory_limit_gib bounds the memory estimate, and hears of model.tiled", "[config]") {
+  CHECK_ERROR(load_config("", {"train.memory_limit_gib=-1"}),
+              Contains("train.memory_limit_gib: must be a number of GiB >= 0"));
+  CHECK_ERROR(load_config("", {"train.memory_limit_gib=nan"}), Contains("train.memory_limit_gib"));
+  // GPT2-Mini, bp_high, T = 4096, batch 1: the maps materialized need more than the tiled kernels;
+  // a limit between the two estimates refuses the first, naming the limit and the tiled estimate,
+  // and takes the second, on the CPU as on a GPU.
+  const std::vector<std::string> run = {"model.attention=bp_high", "train.seq_len=4096",
+                                        "model.max_positions=4096", "train.batch_size=1"};
+  RunConfig c = load_config(shipped("gpt2-mini.toml"), run, FitCheck::no);
+  const RunMemory full = run_memory_estimate(c);
+  c.model.attention.tiled = true;
+  const RunMemory tiled = run_memory_estimate(c);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double need_full = static_cast<double>(full.param_bytes + full.activation_bytes) / gib,
+               need_tiled = static_cast<double>(tiled.param_bytes + tiled.activation_bytes) / gib;
+  INFO("materialized " << need_full << " GiB, tiled " << need_tiled << " GiB");
+  REQUIRE(need_tiled < 0.8 * need_full);
+  REQUIRE(need_full < static_cast<double>(physical_memory_bytes()) / gib);  // this machine alone takes it
+  std::vector<std::string> limited = run;
+  limited.push_back(fmt::format("train.memory_limit_gib={}", (need_full + need_tiled) / 2));
+  CHECK_ERROR(load_config(shipped("gpt2-mini.toml"), limited),
+              Contains("this run needs about") && Contains("more than train.memory_limit_gib's") &&
+                  Contains("with model.tiled=true") && Contains("GiB"));
+  limited.push_back("model.tiled=true");
+  CHECK_NOTHROW(load_config(shipped("gpt2-mini.toml"), limited));
+  std::vector<std::string> roomy = run;
+  roomy.push_back(fmt::format("train.memory_limit_gib={}", need_full * 1.01));
+  CHECK_NOTHROW(load_config(shipped("gpt2-mini.toml"), roomy));
 }
 
 TEST_CASE("train.precision is f32 or bf16, and bf16 runs on a GPU only", "[config]") {

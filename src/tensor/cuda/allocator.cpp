@@ -6,7 +6,10 @@
 // the first step. Blocks are never split or merged. When cudaMalloc runs out of memory the
 // device's cached blocks are released and the request is retried once; if that fails too, the
 // error says how much was asked for and how much the device has free, and which keys to lower.
-// The bytes of live blocks are counted per device, with their peak (memory_peak_bytes).
+// The bytes of live blocks are counted per device, with their peak (memory_peak_bytes), and so
+// are the bytes held from the driver (live and cached): under a limit (set_memory_limit,
+// train.memory_limit_gib) a request that would hold more releases the cached blocks first, then
+// fails as out of memory, naming the key.
 //
 // Reuse is safe without events because all work runs on the legacy default stream: a block
 // freed while a queued kernel still reads it is handed only to work queued after that kernel.
@@ -24,6 +27,7 @@ namespace saobp::cuda {
 namespace {
 
 constexpr size_t kSmallLimit = size_t{1} << 20, kSmallStep = 512, kLargeStep = size_t{2} << 20;
+constexpr double kGiB = double(size_t{1} << 30);
 
 size_t bucket(size_t nbytes) {
   const size_t step = nbytes <= kSmallLimit ? kSmallStep : kLargeStep;
@@ -43,6 +47,16 @@ class Cache {
       return p;
     }
     use_device(device, "cuda.allocate");
+    const size_t limit = limit_[device];
+    if (limit > 0 && held_[device] + size > limit) release_cached(device);
+    if (limit > 0 && held_[device] + size > limit)
+      fail("cuda.allocate",
+           "out of GPU memory on cuda:{} under train.memory_limit_gib = {:.2f}: asked for {:.2f} GiB with "
+           "{:.2f} GiB held by this run's tensors; lower train.batch_size or train.seq_len (or the model's "
+           "size; model.tiled=true keeps the attention in O(T) memory per head), or raise "
+           "train.memory_limit_gib",
+           device, static_cast<double>(limit) / kGiB, static_cast<double>(size) / kGiB,
+           static_cast<double>(in_use_[device]) / kGiB);
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, size);
     if (e == cudaErrorMemoryAllocation) {
@@ -55,11 +69,10 @@ class Cache {
       size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
       cudaGetLastError();
-      constexpr double kGiB = double(size_t{1} << 30);
       fail("cuda.allocate",
            "out of GPU memory on cuda:{}: asked for {:.2f} GiB, {:.2f} GiB free of {:.2f} GiB ({:.2f} GiB "
-           "held "
-           "by this run's tensors); lower train.batch_size or model.seq_len (or the model's size)",
+           "held by this run's tensors); lower train.batch_size or train.seq_len (or the model's size; "
+           "model.tiled=true keeps the attention in O(T) memory per head)",
            device, static_cast<double>(size) / kGiB, static_cast<double>(free) / kGiB,
            static_cast<double>(total) / kGiB, static_cast<double>(in_use_[device]) / kGiB);
     }
@@ -67,8 +80,14 @@ class Cache {
       cudaGetLastError();
       fail("cuda.allocate", "cannot allocate {} bytes on cuda:{}: {}", size, device, cudaGetErrorString(e));
     }
+    held_[device] += size;
     count(device, size);
     return p;
+  }
+
+  void set_limit(int device, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_[device] = bytes;
   }
 
   size_t peak(int device) {
@@ -92,6 +111,7 @@ class Cache {
       std::vector<void*> blocks;
       blocks.swap(list);
       for (void* p : blocks) check(cudaFree(p), "cuda.allocate");
+      held_[device] -= key.second * blocks.size();
     }
   }
 
@@ -104,6 +124,7 @@ class Cache {
   std::mutex mutex_;
   std::map<std::pair<int, size_t>, std::vector<void*>> free_;  // (device, bucket) -> blocks
   std::map<int, size_t> in_use_, peak_;                        // bytes of live blocks per device
+  std::map<int, size_t> held_, limit_;  // bytes from cudaMalloc (live and cached); 0: no limit
 };
 
 // Never destroyed: tensors freed during static destruction may outlive the CUDA runtime.
@@ -119,5 +140,7 @@ void* allocate(size_t nbytes, int index) { return cache().allocate(nbytes, index
 void deallocate(void* p, size_t nbytes, int index) { cache().deallocate(p, nbytes, index); }
 
 size_t memory_peak_bytes(int index) { return cache().peak(index); }
+
+void set_memory_limit(int index, size_t bytes) { cache().set_limit(index, bytes); }
 
 }  // namespace saobp::cuda

@@ -12,6 +12,7 @@ int device_count() { return 0; }
 std::string device_name(int) { fail("cuda", "built without CUDA"); }
 DeviceProperties device_properties(int) { fail("cuda", "built without CUDA"); }
 size_t memory_peak_bytes(int) { return 0; }
+void set_memory_limit(int, size_t) {}
 void* allocate(size_t, int) { fail("cuda.allocate", "built without CUDA"); }
 void deallocate(void*, size_t, int) {}
 void memcpy_to_device(void*, const void*, size_t, int) { fail("cuda.memcpy", "built without CUDA"); }
