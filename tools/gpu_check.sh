@@ -19,8 +19,8 @@
 # subset of: build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused
 # torch; default all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2
 # spec of the kernels stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under
-# memcheck), SAOBP_GPU_TILED_RUNS (the tiled stage's runs as model.tiled:T, default true:2048
-# false:2048 true:16384 false:16384), SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g.
+# memcheck), SAOBP_GPU_TILED_RUNS (the tiled stage's runs as KERNELS:T, KERNELS true, staged
+# (tiled with SAOBP_TILED_STAGED=1) or false; default true, staged, false at 2048 and 16384), SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g.
 # SAOBP_GPU_LIMIT_KERNELS=200). Each stage has a time limit; a failing stage is logged and the
 # next one still runs. Binaries built elsewhere need only the runtime libraries:
 # tools/offline_deps.sh fetch --mpi --runtime, which keeps what a device call carries small.
@@ -167,13 +167,15 @@ stage sanitize 300 gpu_sanitize
 # step time and peak GPU memory of each (docs/performance.md, "The tiled SAOBP kernels on the GPU").
 gpu_tiled() {
   local rc=0 run t tiled
-  for run in ${SAOBP_GPU_TILED_RUNS:-true:2048 false:2048 true:16384 false:16384}; do
+  for run in ${SAOBP_GPU_TILED_RUNS:-true:2048 staged:2048 false:2048 true:16384 staged:16384 false:16384}; do
     tiled=${run%%:*} t=${run#*:}
     echo "-- tiled=$tiled T=$t"
-    "$saobp" train configs/gpt2-mini.toml train.device=cuda model.attention=bp_high model.tiled="$tiled" \
+    local staged=0
+    [[ $tiled == staged ]] && tiled=true staged=1
+    SAOBP_TILED_STAGED=$staged "$saobp" train configs/gpt2-mini.toml train.device=cuda model.attention=bp_high model.tiled="$tiled" \
       train.seq_len="$t" model.max_positions="$t" train.batch_size=1 data.kind=synthetic train.max_steps=2 \
-      train.warmup_steps=1 train.eval_every=0 train.log_every=1 train.run_dir="$work/tiled-$tiled-$t" || rc=1
-    cat "$work/tiled-$tiled-$t/metrics.jsonl" 2>/dev/null
+      train.warmup_steps=1 train.eval_every=0 train.log_every=1 train.run_dir="$work/tiled-${run/:/-}" || rc=1
+    cat "$work/tiled-${run/:/-}/metrics.jsonl" 2>/dev/null
   done
   # A 40 GiB card (train.memory_limit_gib = 40): at T = 16384 the materialized kernels are refused
   # (the run's estimate is past the limit), the tiled ones train within it.
@@ -181,10 +183,11 @@ gpu_tiled() {
     model.max_positions=16384 train.batch_size=1 data.kind=synthetic train.max_steps=2 train.warmup_steps=1
     train.eval_every=0 train.log_every=1 train.memory_limit_gib=40)
   echo "-- train.memory_limit_gib=40 T=16384: materialized (refused), then tiled"
-  if "$saobp" train "${o[@]}" model.tiled=false train.run_dir="$work/limit-false" 2>&1 | tee "$work/limit.log"; then
+  if "$saobp" train "${o[@]}" model.tiled=false train.run_dir="$work/limit-false" >"$work/limit.log" 2>&1; then
     echo "FAIL: the materialized run was not refused under the limit"
     rc=1
   fi
+  cat "$work/limit.log"
   grep -q "train.memory_limit_gib" "$work/limit.log" || rc=1
   "$saobp" train "${o[@]}" model.tiled=true train.run_dir="$work/limit-true" || rc=1
   cat "$work/limit-true/metrics.jsonl" 2>/dev/null

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "attention/attention.h"
@@ -294,6 +295,8 @@ const char* kTiledNames[] = {"out", "lse", "colsum", "dq", "dk", "dv", "dλ"};
 
 }  // namespace
 
+// The tile products through shared memory (SAOBP_TILED_STAGED=1, tiled.cu's tile_product) do the
+// operations of the unstaged ones in the same order: the same bits.
 TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradients, bitwise reruns",
           "[cuda][tiled]") {
   if (!saobp::cuda::available()) {
@@ -310,6 +313,9 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
     const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
     const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
     const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+    ::setenv("SAOBP_TILED_STAGED", "1", 1);
+    const auto g3 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+    ::unsetenv("SAOBP_TILED_STAGED");
     const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
     for (size_t i = 0; i < c.size(); ++i) {
       INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
@@ -318,8 +324,40 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
       if (!c[i].defined()) continue;
       CHECK(close_to(g1[i], c[i], tol));
       CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
+      CHECK(bitwise_equal(g1[i].to(Device::cpu()), g3[i].to(Device::cpu())));
     }
   });
+}
+
+// Heads wider than a tile (HS = 96: the staged products' depth in three chunks and their output
+// in two blocks of columns), staged and not, against the CPU twin and each other.
+TEST_CASE("attention tiled cuda: wide heads, staged and not", "[cuda][tiled]") {
+  if (!saobp::cuda::available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  const int64_t B = 1, NH = 2, T = 70, HS = 96;
+  for (DType dt : {DType::f64, DType::f32})
+    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high})
+      for (int mode = 0; mode < 2; ++mode) {
+        const AttnParams p{v, mode > 0, 1, 1.0 / std::sqrt(static_cast<double>(HS)), false};
+        const Tensor q = randn({B, NH, T, HS}, 1, dt), k = randn({B, NH, T, HS}, 2, dt),
+                     vv = randn({B, NH, T, HS}, 3, dt), km = padding(B, T, {9}),
+                     gout = randn({B, NH, T, HS}, 4, dt);
+        const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
+        const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
+        const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+        ::setenv("SAOBP_TILED_STAGED", "1", 1);
+        const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+        ::unsetenv("SAOBP_TILED_STAGED");
+        const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+        for (size_t i = 0; i < c.size(); ++i) {
+          INFO(variant_name(v) << " mode " << mode << " " << dtype_name(dt) << " " << kTiledNames[i]);
+          if (!c[i].defined()) continue;
+          CHECK(close_to(g1[i], c[i], tol));
+          CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
+        }
+      }
 }
 
 TEST_CASE("attention tiled cuda: NaN scores and the autograd path as on the CPU", "[cuda][tiled]") {

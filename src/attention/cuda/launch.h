@@ -86,6 +86,7 @@ struct TiledArgs {
   int64_t NH = 0, n = 0, hs = 0, tiles = 0, nb = 0;
   int S = 0;
   bool causal = false, all = true;
+  bool staged = false;  // tile products through shared memory (tiled.cu, SAOBP_TILED_STAGED=1)
   double scale = 1;
   T *lse = nullptr, *colsum = nullptr;
   const T *out = nullptr, *gout = nullptr;  // backward

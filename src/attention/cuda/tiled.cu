@@ -10,7 +10,9 @@
 //   column sums (a block's parts, the in-tile prefixes)  one thread per column, rows in order;
 //   ∂L/∂c of a tile                             thread 0, the tile's entries in row-major order;
 //   tile products (s = (scale·Q) Kᵀ, g = dO Vᵀ, O += b V, dQ += scale·ds K, dK += dsᵀ (scale·Q),
-//   dV += bᵀ dO)                                 one thread per output element, a plain dot product;
+//   dV += bᵀ dO)                                 one thread per output element, a plain dot product
+//                                                (with SAOBP_TILED_STAGED=1 its operands through
+//                                                shared memory: tile_product);
 // with __syncthreads between the steps. Every running sum the CPU keeps in double is a double
 // here, and no sum depends on scheduling (no atomics): results are bitwise the same run to run.
 // Exponentials and logarithms are dmath::exp / dmath::log in the element type (expf / logf in
@@ -19,11 +21,13 @@
 // The tiles of each thread block, scale·Q and the vectors live in scratch from the caching
 // allocator (launch.h, TiledArgs).
 //
-// State: this schedule (a block per query block) is compiled and its CPU twin tested; it has not
-// run on a GPU yet. The one-block-per-head version before it passed its [cuda][tiled] tests and
-// compute-sanitizer on an H200 and took about 100x the materialized kernel's time, with B·NH
-// blocks for 132 SMs. What would make it fast beyond this: the tiles in shared memory, the tile
-// products on tensor cores, and the ∂L/∂c sum as a fixed-order tree rather than one thread.
+// State: this schedule (a block per query block) passed its [cuda][tiled] tests and
+// compute-sanitizer on an H200 and ran at 10x the materialized kernel's step time at T = 2048
+// (docs/performance.md, with why: mostly the uncoalesced operand reads of s and dO Vᵀ). The
+// staged tile products (SAOBP_TILED_STAGED=1) are compiled, not yet run on a GPU: opt-in until
+// their test (the same bits as unstaged) has passed there. What would make it fast beyond this:
+// the tile products on tensor cores, more than one thread block per SM, and the ∂L/∂c sum as a
+// fixed-order tree rather than one thread.
 #include "attention/cuda/launch.h"
 #include "attention/formulas.h"
 #include "tensor/cuda/device.cuh"
@@ -49,7 +53,8 @@ struct Head {
   const T *q = nullptr, *k = nullptr, *v = nullptr;  // q: scale·Q of this head (scratch)
   const uint8_t* key = nullptr;                      // (n) 1 = token, or nullptr
   bool causal = false;
-  bool all = true;  // every other token row sends (encoder, leaking decoder)
+  bool all = true;      // every other token row sends (encoder, leaking decoder)
+  bool staged = false;  // tile products through shared memory (tile_product)
   int S = 0;
   T c = 0;
   T* lse = nullptr;     // lse^τ_j at lse[τ levels + j]
@@ -75,7 +80,7 @@ __device__ Head<T> make_head(const TiledArgs<T>& a, int64_t bh) {
   h.n = a.n, h.hs = a.hs, h.nb = a.nb, h.levels = a.tiles * a.n;
   h.q = a.qs + bh * QS, h.k = a.k + bh * QS, h.v = a.v + bh * QS;
   h.key = a.key ? a.key + bh / a.NH * a.n : nullptr;
-  h.causal = a.causal, h.all = a.all, h.S = a.S;
+  h.causal = a.causal, h.all = a.all, h.S = a.S, h.staged = a.staged;
   h.c = a.c ? static_cast<T>(a.c[bh % a.NH]) : T(0);
   h.lse = a.lse + bh * a.n;
   h.col = a.colsum ? a.colsum + bh * a.n : nullptr;
@@ -88,10 +93,70 @@ __device__ Head<T> make_head(const TiledArgs<T>& a, int64_t bh) {
 }
 
 // c (M,N) = alpha · A B (+ c when accumulate): one thread per element of c, a dot product in T
-// over k in order. A(m,k) = a[m am + k ak], B(k,n) = b[k bk + n bn], c row-major with ldc.
+// over k in order. A(m,k) = a[m am + k ak], B(k,n) = b[k bk + n bn], c row-major with ldc; M <= 64
+// (a tile's rows or keys). Called by every thread of the block.
+//
+// Staged (SAOBP_TILED_STAGED=1): A and B come through shared memory in chunks of kChunk depth
+// values, each element read from global memory once per chunk, and every thread keeps the
+// accumulators of its kPer outputs (of a block of 64 columns of c) across the chunks, adding the
+// depth values in order: the same operations in the same order per output, so the same bits. Not
+// staged, each output's dot product reads A and B from global memory: for s = Q Kᵀ and dO Vᵀ
+// the 32 threads of a warp read B at 32 rows HS floats apart, 33 L1 wavefronts a step of the
+// dot product where staged B takes 1 (docs/performance.md, "The tiled SAOBP kernels on the GPU").
+constexpr int64_t kChunk = 32;
+constexpr int kPer = static_cast<int>(kArea / kBlock);
+static_assert(kArea % kBlock == 0);
+
 template <class T>
-__device__ void tile_product(int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t am, int64_t ak,
-                             const T* b, int64_t bk, int64_t bn, bool accumulate, T* c, int64_t ldc) {
+__device__ void staged_product(int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t am, int64_t ak,
+                               const T* b, int64_t bk, int64_t bn, bool accumulate, T* c, int64_t ldc) {
+  __shared__ T As[kBr * kChunk], Bs[kChunk * kBc];
+  for (int64_t n0 = 0; n0 < N; n0 += kBc) {
+    const int64_t nc = imin(kBc, N - n0), outs = M * nc;
+    T acc[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) acc[j] = T(0);
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t kc = imin(kChunk, K - k0);
+      __syncthreads();  // the readers of the previous chunk (or product) are done with As and Bs
+      for (int64_t e = tid(); e < M * kc; e += nthreads()) {
+        const int64_t m = e / kc, kk = e - m * kc;
+        As[m * kChunk + kk] = a[m * am + (k0 + kk) * ak];
+      }
+      for (int64_t e = tid(); e < kc * nc; e += nthreads()) {
+        const int64_t kk = e / nc, nn = e - kk * nc;
+        Bs[kk * kBc + nn] = b[(k0 + kk) * bk + (n0 + nn) * bn];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t i = tid() + j * int64_t{kBlock};
+        if (i < outs) {
+          const int64_t m = i / nc, nn = i - m * nc;
+          for (int64_t kk = 0; kk < kc; ++kk) acc[j] += As[m * kChunk + kk] * Bs[kk * kBc + nn];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t i = tid() + j * int64_t{kBlock};
+      if (i < outs) {
+        const int64_t m = i / nc, nn = i - m * nc;
+        T* o = c + m * ldc + n0 + nn;
+        *o = accumulate ? *o + alpha * acc[j] : alpha * acc[j];
+      }
+    }
+  }
+}
+
+template <class T>
+__device__ void tile_product(bool staged, int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t am,
+                             int64_t ak, const T* b, int64_t bk, int64_t bn, bool accumulate, T* c,
+                             int64_t ldc) {
+  if (staged) {
+    staged_product(M, N, K, alpha, a, am, ak, b, bk, bn, accumulate, c, ldc);
+    return;
+  }
   for (int64_t i = tid(); i < M * N; i += nthreads()) {
     const int64_t m = i / N, nn = i - m * N;
     T acc = T(0);
@@ -112,8 +177,8 @@ __device__ void zero_doubles(double* dst, int64_t n) {
 template <class T>
 __device__ void forward_chain(const Head<T>& h, const Tile& t, int known, const double* P) {
   const int64_t br = t.br, bc = t.bc, cells = br * bc;
-  tile_product(br, bc, h.hs, T(1), h.q + t.j0 * h.hs, h.hs, int64_t{1}, h.k + t.k0 * h.hs, int64_t{1}, h.hs,
-               false, h.s, bc);
+  tile_product(h.staged, br, bc, h.hs, T(1), h.q + t.j0 * h.hs, h.hs, int64_t{1}, h.k + t.k0 * h.hs,
+               int64_t{1}, h.hs, false, h.s, bc);
   __syncthreads();
   for (int64_t i = tid(); i < cells; i += nthreads()) h.x[i] = h.s[i];
   __syncthreads();
@@ -260,8 +325,8 @@ __global__ void __launch_bounds__(kBlock) output_kernel(TiledArgs<T> a, T* out) 
   for (int64_t k0 = 0; k0 < h.key_end(it.qb); k0 += kBc) {
     const Tile t = h.tile(it.qb, k0);
     forward_chain(h, t, h.S + 1, h.prefix(it.qb));
-    tile_product(br, h.hs, t.bc, T(1), h.b + h.S * kArea, t.bc, int64_t{1}, h.v + k0 * h.hs, h.hs, int64_t{1},
-                 true, o, h.hs);  // O += b^S V
+    tile_product(h.staged, br, h.hs, t.bc, T(1), h.b + h.S * kArea, t.bc, int64_t{1}, h.v + k0 * h.hs, h.hs,
+                 int64_t{1}, true, o, h.hs);  // O += b^S V
     __syncthreads();
   }
 }
@@ -304,8 +369,8 @@ __device__ void backward_chain(const Head<T>& h, const Grads<T>& gr, const Tile&
                                double* dc) {
   const int64_t br = t.br, bc = t.bc, cells = br * bc;
   T* gS = h.g + h.S * kArea;
-  tile_product(br, bc, h.hs, T(1), gr.dO + t.j0 * h.hs, h.hs, int64_t{1}, h.v + t.k0 * h.hs, int64_t{1}, h.hs,
-               false, gS, bc);
+  tile_product(h.staged, br, bc, h.hs, T(1), gr.dO + t.j0 * h.hs, h.hs, int64_t{1}, h.v + t.k0 * h.hs,
+               int64_t{1}, h.hs, false, gS, bc);
   __syncthreads();
   for (int lev = h.S; lev > lo; --lev) {
     const T* g = h.g + lev * kArea;
@@ -449,8 +514,8 @@ __global__ void __launch_bounds__(kBlock) dq_kernel(TiledArgs<T> a) {
     chains(h, gr, it.qb, t, 0, &dc);
     if (!gr.dq) continue;
     form_ds(h, gr, t);
-    tile_product(t.br, h.hs, t.bc, sc, h.ds, t.bc, int64_t{1}, h.k + t.k0 * h.hs, h.hs, int64_t{1}, true,
-                 gr.dq + t.j0 * h.hs, h.hs);
+    tile_product(h.staged, t.br, h.hs, t.bc, sc, h.ds, t.bc, int64_t{1}, h.k + t.k0 * h.hs, h.hs, int64_t{1},
+                 true, gr.dq + t.j0 * h.hs, h.hs);
     __syncthreads();
   }
   if (tid() == 0) a.dc[blockIdx.x] = dc;
@@ -470,12 +535,12 @@ __global__ void __launch_bounds__(kBlock) dkv_kernel(TiledArgs<T> a) {
     chains(h, gr, qb, t, 0, static_cast<double*>(nullptr));
     if (gr.dk) {
       form_ds(h, gr, t);
-      tile_product(t.bc, h.hs, t.br, T(1), h.ds, int64_t{1}, t.bc, h.q + t.j0 * h.hs, h.hs, int64_t{1}, true,
-                   gr.dk + t.k0 * h.hs, h.hs);
+      tile_product(h.staged, t.bc, h.hs, t.br, T(1), h.ds, int64_t{1}, t.bc, h.q + t.j0 * h.hs, h.hs,
+                   int64_t{1}, true, gr.dk + t.k0 * h.hs, h.hs);
     }
     if (gr.dv)
-      tile_product(t.bc, h.hs, t.br, T(1), h.b + h.S * kArea, int64_t{1}, t.bc, gr.dO + t.j0 * h.hs, h.hs,
-                   int64_t{1}, true, gr.dv + t.k0 * h.hs, h.hs);
+      tile_product(h.staged, t.bc, h.hs, t.br, T(1), h.b + h.S * kArea, int64_t{1}, t.bc, gr.dO + t.j0 * h.hs,
+                   h.hs, int64_t{1}, true, gr.dv + t.k0 * h.hs, h.hs);
     __syncthreads();
   }
 }
