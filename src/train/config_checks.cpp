@@ -153,8 +153,10 @@ void check_config(const RunConfig& c, const ConfigOrigins& origins, FitCheck fit
            std::all_of(t.device.begin() + 5, t.device.end(), [](char ch) { return ch >= '0' && ch <= '9'; })),
       "train.device", "unknown device \"{}\" (allowed: cpu, cuda, cuda:N)", t.device);
   enum_check("train.precision", t.precision, {"f32", "bf16"});
-  CFG_CHECK(std::isfinite(t.memory_limit_gib) && t.memory_limit_gib >= 0, "train.memory_limit_gib",
-            "must be a number of GiB >= 0 (0: all of the device's memory), got {}", t.memory_limit_gib);
+  CFG_CHECK(std::isfinite(t.memory_limit_gib) && t.memory_limit_gib >= 0 && t.memory_limit_gib <= 1 << 30,
+            "train.memory_limit_gib",
+            "must be a number of GiB in [0, 1073741824] (0: all of the device's memory), got {}",
+            t.memory_limit_gib);
   CFG_CHECK(t.precision != "bf16" || t.device.rfind("cuda", 0) == 0, "train.precision",
             "bf16 runs on a GPU (train.device = \"cuda\"), not on \"{}\": the CPU trains in f32, the "
             "reference (set train.precision = \"f32\")",

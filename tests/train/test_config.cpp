@@ -322,7 +322,9 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
 
 TEST_CASE("train.memory_limit_gib bounds the memory estimate, and hears of model.tiled", "[config]") {
   CHECK_ERROR(load_config("", {"train.memory_limit_gib=-1"}),
-              Contains("train.memory_limit_gib: must be a number of GiB >= 0"));
+              Contains("train.memory_limit_gib: must be a number of GiB in [0, 1073741824]"));
+  CHECK_ERROR(load_config("", {"train.memory_limit_gib=1e30"}), Contains("train.memory_limit_gib"));
+  CHECK_NOTHROW(load_config("", {"train.memory_limit_gib=1073741824"}));
   CHECK_ERROR(load_config("", {"train.memory_limit_gib=nan"}), Contains("train.memory_limit_gib"));
   // GPT2-Mini, bp_high, T = 4096, batch 1: the maps materialized need more than the tiled kernels;
   // a limit between the two estimates refuses the first, naming the limit and the tiled estimate,
