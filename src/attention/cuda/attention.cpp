@@ -114,13 +114,16 @@ void forward_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
         }
         break;
       }
-      Tensor L = probs.empty_like();
+      // L = s + G by columns, then its softmax; fused (a decoder's), L goes into the step's own
+      // beliefs and the softmax runs there in place: no map of its own.
+      Tensor L_map = fused ? Tensor() : probs.empty_like();
       for (size_t t = 1; t < belief.size(); ++t) {
+        T* L = fused ? belief[t].data<T>() : L_map.data<T>();
         check(launch_potts_messages<T>(belief[t - 1].data<T>(), s.data<T>(), key_ptr(key_mask),
-                                       potts.c.data<double>(), d.B, d.NH, d.T, prefix, L.data<T>()),
+                                       potts.c.data<double>(), d.B, d.NH, d.T, prefix, L),
               op);
-        check(launch_softmax_half<T>(L.data<T>(), mask, belief[t].data<T>(),
-                                     t == last ? half_bits(Bh) : nullptr, rows, d.T),
+        check(launch_softmax_half<T>(L, mask, belief[t].data<T>(), t == last ? half_bits(Bh) : nullptr, rows,
+                                     d.T),
               op);
       }
       break;

@@ -34,8 +34,8 @@ template <class T>
 cudaError_t launch_potts_refine(const T* P, const T* s, const double* C, const uint8_t* key, const double* c,
                                 const MaskView& mask, int64_t batch, int64_t NH, int64_t n, T* B,
                                 uint16_t* half);
-// x, y: (R,C). launch_softmax_forward's softmax (log = false), and y's bf16 copy into half (R,C)
-// where half is not nullptr.
+// x, y: (R,C). launch_softmax_forward's softmax (log = false), x == y allowed (in place), and y's
+// bf16 copy into half (R,C) where half is not nullptr.
 template <class T>
 cudaError_t launch_softmax_half(const T* x, const MaskView& mask, T* y, uint16_t* half, int64_t R, int64_t C);
 // y, gy, gx: (R,C). gx = y (gy - <gy, y>) row by row, written (the softmax backward of
