@@ -14,16 +14,17 @@
 # into build-gpu/, with the Debian packages of .deps/ unpacked into a prefix of its own when the
 # machine lacks them (an offline GPU node: tools/offline_deps.sh fetch --mpi where there is a
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
-# SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1
-# (use .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated
-# subset of: build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused
-# torch; default all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2
-# spec of the kernels stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under
-# memcheck), SAOBP_GPU_TILED_RUNS (the tiled stage's runs as KERNELS:T, KERNELS true, staged
-# (tiled with SAOBP_TILED_STAGED=1) or false; default true, staged, false at 2048 and 16384), SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g.
-# SAOBP_GPU_LIMIT_KERNELS=200). Each stage has a time limit; a failing stage is logged and the
-# next one still runs. Binaries built elsewhere need only the runtime libraries:
-# tools/offline_deps.sh fetch --mpi --runtime, which keeps what a device call carries small.
+# SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1 (use
+# .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated subset of:
+# build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused torch; default
+# all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels
+# stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under memcheck),
+# SAOBP_GPU_TILED_RUNS (the tiled stage's runs as KERNELS:T, KERNELS true, staged (tiled with
+# SAOBP_TILED_STAGED=1) or false; default true, staged, false at 2048 and 16384),
+# SAOBP_GPU_LIMIT_<STAGE> (a stage's time limit in s, e.g. SAOBP_GPU_LIMIT_KERNELS=200). Each stage
+# has a time limit; a failing stage is logged and the next one still runs. Binaries built elsewhere
+# need only the runtime libraries: tools/offline_deps.sh fetch --mpi --runtime, which keeps what a
+# device call carries small.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -256,9 +257,10 @@ gpu_bf16() {
   return $rc
 }
 stage bf16 200 gpu_bf16
-# The attention's fused schedule (SAOBP_FUSED_ATTENTION=1) against the unfused one (0, the default
-# and the baseline in the same run; src/attention/cuda/attention.cu), original and bp_high in bf16: the Medium models
-# at T = 512 (issue 23's bp_high / original target of 1.25x) and the Mini models at T = 128 (1.15x).
+# The attention's fused schedule (SAOBP_FUSED_ATTENTION=1) against the unfused one (0, the
+# default and the baseline in the same run; src/attention/cuda/attention.cu), original and bp_high
+# in bf16: the Medium models at T = 512 (issue 23's bp_high / original target of 1.25x) and the
+# Mini models at T = 128 (1.15x).
 gpu_fused() {
   local rc=0 run config t attention fused
   for run in bert-medium:512 gpt2-medium:512 bert-mini:128 gpt2-mini:128; do
