@@ -2,6 +2,7 @@
 // and the memory estimate that refuses a run too large for this machine.
 #include "train/config_checks.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -251,9 +252,17 @@ int64_t physical_memory_bytes() {
 // embedding LayerNorm, a pooler or head transform and the output bias, H^2 + 7 H + V. Training keeps the
 // parameter, its gradient and two AdamW moments: 16 P bytes. Activations of one micro-batch of N = B x T
 // tokens, kept for the backward pass: per layer and token about 16 H + 4 I values (projections, residuals,
-// norms, MLP) and (4 + 2 bp_steps) NH T attention values (scores, A, B and the belief-propagation iterates),
-// plus 3 V per token for the logits, their softmax and gradient: 4 N (L (16 H + 4 I + (4 + 2 bp_steps) NH T)
-// + 3 V) bytes. T is train.seq_len, or the longest of data.eval_lengths for a long-range task.
+// norms, MLP) and K NH T attention values, the maps each layer keeps for its backward (K = 1 for original:
+// B; 2 for BP-ElemMul: A and B; 1 + S for S BP steps: the beliefs b^0 .. b^S), plus 3 V per token for the
+// logits, their softmax and gradient; and once, the maps the attention works in for one layer at a time:
+// on a GPU 4 + S maps of B NH T x T (s, dB, ds, dL, dP, the bf16 copies, a further step's dL), on the CPU
+// 10 T x T for each thread that runs a head (the forward's and the backward's Scratch of
+// src/attention/cpu/tile.h, kept by the thread), the larger of the two:
+//   4 (N (L (16 H + 4 I + K NH T) + 3 V) + max((4 + S) B NH, 10 min(threads, B NH)) T^2) bytes.
+// The tiled kernels (model.tiled) keep 2 + 2 S numbers per head and token instead of maps, and work in
+// tiles. T is train.seq_len, or the longest of data.eval_lengths for a long-range task. Against measured
+// peaks (tests/train/test_config.cpp): GPT2-Mini bp_high at T = 16384, batch 1, 53.78 GiB on an H200,
+// estimated 63.5 GiB.
 RunMemory run_memory_estimate(const RunConfig& cfg) {
   const ModelSection& m = cfg.model;
   int64_t T = cfg.train.seq_len;
@@ -272,14 +281,22 @@ RunMemory run_memory_estimate(const RunConfig& cfg) {
   const I64 per_layer_params = add({mul({4, H, H}), mul({2, H, I}), mul({9, H}), I});
   const I64 params =
       add({mul({add({V, m.max_positions}), H}), mul({L, per_layer_params}), mul({H, H}), mul({7, H}), V});
-  // Per token and layer: the attention maps kept for the backward and their working copies, a
-  // row of T per head each, or with the tiled kernels (model.tiled) a few numbers per head.
-  const I64 attn = m.attention.tiled ? mul({add({2, mul({2, m.attention.bp_steps})}), NH})
-                                     : mul({add({4, mul({2, m.attention.bp_steps})}), NH, T});
+  // Per token and layer: the attention maps kept for the backward, a row of T per head each, or
+  // with the tiled kernels (model.tiled) a few numbers per head; and once, the working maps.
+  const int64_t S = m.attention.bp_steps, B = cfg.train.batch_size;
+  const AttnVariant variant = m.attention.variant;
+  const int64_t kept = variant == AttnVariant::original ? 1 : variant == AttnVariant::bp_elemmul ? 2 : S + 1;
+  const I64 attn = m.attention.tiled ? mul({add({2, mul({2, S})}), NH}) : mul({kept, NH, T});
+  const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads : omp_get_max_threads();
+  const I64 busy = fold({mul({B, NH}), I64{threads}}, std::numeric_limits<int64_t>::max(),
+                        [](int64_t a, int64_t b) { return I64{std::min(a, b)}; });
+  const I64 work_maps = m.attention.tiled ? I64{0}
+                                          : fold({mul({add({4, S}), B, NH}), mul({10, busy})}, 0,
+                                                 [](int64_t a, int64_t b) { return I64{std::max(a, b)}; });
   const I64 per_token = add({mul({L, add({mul({16, H}), mul({4, I}), attn})}), mul({3, V})});
   RunMemory r;
   r.param_bytes = mul({16, params}).value_or(-1);
-  r.activation_bytes = mul({4, cfg.train.batch_size, T, per_token}).value_or(-1);
+  r.activation_bytes = mul({4, add({mul({B, T, per_token}), mul({work_maps, T, T})})}).value_or(-1);
   return r;
 }
 

@@ -320,6 +320,46 @@ TEST_CASE("to_toml round trips to an equal config and hash", "[config]") {
   CHECK(config_hash(load_config(shipped("bert-mini.toml"), {"train.memory_limit_gib=12"})) == h);
 }
 
+// The estimate against the peaks of live tensors measured on an NVIDIA H200 (f32; docs/performance.md,
+// "Training on a GPU" and "The tiled SAOBP kernels on the GPU"): above each, and within 3.5x (the
+// encoders' 3 V per token counts logits at every position, where the MLM head runs on 15% of them).
+// train.threads = 1 keeps the CPU's scratch term below the GPU's, whatever this machine's cores.
+TEST_CASE("the memory estimate bounds the peaks measured on a GPU", "[config]") {
+  struct Peak {
+    const char* config;
+    int64_t T, B;
+    const char* attention;
+    bool tiled;
+    double gib;
+  };
+  const Peak peaks[] = {
+      {"gpt2-mini", 16384, 1, "bp_high", false, 53.78},   {"gpt2-mini", 16384, 1, "bp_high", true, 8.05},
+      {"gpt2-mini", 2048, 1, "bp_high", false, 1.80},     {"gpt2-mini", 2048, 1, "bp_high", true, 1.30},
+      {"bert-mini", 128, 32, "original", false, 0.75},    {"bert-mini", 128, 32, "bp_high", false, 0.78},
+      {"bert-mini", 512, 32, "original", false, 2.91},    {"bert-mini", 512, 32, "bp_high", false, 3.66},
+      {"bert-medium", 128, 32, "original", false, 2.39},  {"bert-medium", 128, 32, "bp_high", false, 2.54},
+      {"bert-medium", 512, 32, "original", false, 9.81},  {"bert-medium", 512, 32, "bp_high", false, 12.31},
+      {"gpt2-mini", 128, 32, "original", false, 2.20},    {"gpt2-mini", 128, 32, "bp_high", false, 2.23},
+      {"gpt2-mini", 512, 32, "original", false, 8.49},    {"gpt2-mini", 512, 32, "bp_high", false, 8.99},
+      {"gpt2-medium", 128, 32, "original", false, 3.93},  {"gpt2-medium", 128, 32, "bp_high", false, 4.06},
+      {"gpt2-medium", 512, 32, "original", false, 15.13}, {"gpt2-medium", 512, 32, "bp_high", false, 17.13}};
+  for (const Peak& p : peaks) {
+    const RunConfig c =
+        load_config(shipped(std::string(p.config) + ".toml"),
+                    {fmt::format("train.seq_len={}", p.T),
+                     fmt::format("model.max_positions={}", std::max<int64_t>(p.T, 512)),
+                     fmt::format("train.batch_size={}", p.B), fmt::format("model.attention={}", p.attention),
+                     fmt::format("model.tiled={}", p.tiled), "train.threads=1"},
+                    FitCheck::no);
+    const RunMemory r = run_memory_estimate(c);
+    const double gib = static_cast<double>(r.param_bytes + r.activation_bytes) / (1024.0 * 1024.0 * 1024.0);
+    INFO(p.config << " T " << p.T << " B " << p.B << " " << p.attention << (p.tiled ? " tiled" : "")
+                  << ": estimate " << gib << " GiB, measured " << p.gib);
+    CHECK(gib >= p.gib);
+    CHECK(gib <= 3.5 * p.gib);
+  }
+}
+
 TEST_CASE("train.memory_limit_gib bounds the memory estimate, and hears of model.tiled", "[config]") {
   CHECK_ERROR(load_config("", {"train.memory_limit_gib=-1"}),
               Contains("train.memory_limit_gib: must be a number of GiB in [0, 1073741824]"));
