@@ -1,11 +1,19 @@
 #include "core/cpu_times.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 namespace saobp {
+
+double peak_rss_bytes() {
+  struct rusage u {};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return -1;
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux gives KiB
+}
 
 CpuTimes read_cpu_times() {
   CpuTimes t;

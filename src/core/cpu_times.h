@@ -19,4 +19,8 @@ double steal_fraction(const CpuTimes& a, const CpuTimes& b);
 // The share of CPU time between readings a and b that other processes used, or -1 when unknown.
 double others_fraction(const CpuTimes& a, const CpuTimes& b);
 
+// The most resident memory this process has held so far (getrusage's ru_maxrss), in bytes; -1
+// when it cannot be read.
+double peak_rss_bytes();
+
 }  // namespace saobp

@@ -286,7 +286,8 @@ TEST_CASE("regularizers train a tiny BERT and GPT-2: penalty logged, θ and weig
     }
 }
 
-TEST_CASE("regularizer none registers nothing and logs a zero penalty", "[regularizer][train]") {
+TEST_CASE("regularizer none registers nothing and logs a zero penalty; the log line has the memory peak",
+          "[regularizer][train]") {
   const std::string dir = temp_dir("reg-none");
   const RunConfig cfg = short_run(dir, {});
   const std::unique_ptr<Task> task = make_task(cfg);
@@ -304,7 +305,14 @@ TEST_CASE("regularizer none registers nothing and logs a zero penalty", "[regula
   std::ifstream metrics(fs::path(dir) / "metrics.jsonl");
   std::string line;
   REQUIRE(std::getline(metrics, line));
-  CHECK(nlohmann::json::parse(line)["reg_penalty"] == 0.0);
+  const nlohmann::json first = nlohmann::json::parse(line);
+  CHECK(first["reg_penalty"] == 0.0);
+  // The CPU's resident peak, whole and per token of a micro-batch.
+  REQUIRE(first.contains("peak_rss_gib"));
+  CHECK(first["peak_rss_gib"].get<double>() > 0);
+  CHECK(first["peak_rss_mib_per_token"].get<double>() *
+            static_cast<double>(cfg.train.batch_size * cfg.train.seq_len) ==
+        Approx(first["peak_rss_gib"].get<double>() * 1024));
   fs::remove_all(dir);
 }
 
