@@ -286,7 +286,7 @@ TEST_CASE("regularizers train a tiny BERT and GPT-2: penalty logged, θ and weig
     }
 }
 
-TEST_CASE("regularizer none registers nothing and logs a zero penalty; the log line has the memory peak",
+TEST_CASE("regularizer none registers nothing and logs a zero penalty, and the log line has the memory peak",
           "[regularizer][train]") {
   const std::string dir = temp_dir("reg-none");
   const RunConfig cfg = short_run(dir, {});
