@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,6 +22,18 @@
   } while (0)
 
 namespace saobp::test {
+
+// f() with environment variable `name` set to `value`, unset again afterwards (an opt-in switch of
+// the CUDA backend, env_switch_on): f's result.
+template <class F>
+auto with_env(const char* name, const char* value, F f) {
+  ::setenv(name, value, 1);
+  struct Unset {
+    const char* name;
+    ~Unset() { ::unsetenv(name); }
+  } unset{name};
+  return f();
+}
 
 // N(mean, std²) values from Philox(seed, stream 1); f64 unless told.
 inline Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f64, double std = 1.0,

@@ -11,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <utility>
 
@@ -245,9 +244,9 @@ TEST_CASE("cuda bf16 attention: the fused schedule gives the unfused one's resul
   for_each_setting([&](const AttentionConfig& cfg) {
     const AttnVariant variant = cfg.variant;
     const Result unfused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
-    ::setenv("SAOBP_FUSED_ATTENTION", "1", 1);
-    const Result fused = run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
-    ::unsetenv("SAOBP_FUSED_ATTENTION");
+    const Result fused = test::with_env("SAOBP_FUSED_ATTENTION", "1", [&] {
+      return run(cfg, GemmInputs::bf16, inputs(variant, Device::cuda()));
+    });
     CHECK(bitwise_equal(fused.probs.to(Device::cpu()), unfused.probs.to(Device::cpu())));
     CHECK(bitwise_equal(fused.out.to(Device::cpu()), unfused.out.to(Device::cpu())));
     CHECK(rel_norm(fused.gq, unfused.gq.to(Device::cpu())) < 1e-5);

@@ -8,7 +8,6 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "attention/attention.h"
@@ -313,9 +312,8 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
     const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
     const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
     const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-    ::setenv("SAOBP_TILED_STAGED", "1", 1);
-    const auto g3 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-    ::unsetenv("SAOBP_TILED_STAGED");
+    const auto g3 = test::with_env("SAOBP_TILED_STAGED", "1",
+                                   [&] { return tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout); });
     const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
     for (size_t i = 0; i < c.size(); ++i) {
       INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
@@ -347,9 +345,9 @@ TEST_CASE("attention tiled cuda: wide heads, staged and not", "[cuda][tiled]") {
         const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
         const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
         const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-        ::setenv("SAOBP_TILED_STAGED", "1", 1);
-        const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-        ::unsetenv("SAOBP_TILED_STAGED");
+        const auto g2 = test::with_env("SAOBP_TILED_STAGED", "1", [&] {
+          return tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
+        });
         const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
         for (size_t i = 0; i < c.size(); ++i) {
           INFO(variant_name(v) << " mode " << mode << " " << dtype_name(dt) << " " << kTiledNames[i]);

@@ -5,7 +5,6 @@
 // every case is skipped with a warning.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -937,9 +936,8 @@ TEST_CASE("cuda fused attention schedule gives the unfused one's values", "[cuda
                          {variant, mode > 0, steps, 1.0 / std::sqrt(double(HS))}};
               a.p.leak = mode == 2;
               const auto cpu = run_attention(a, kCpu), unfused = run_attention(a, kGpu);
-              ::setenv("SAOBP_FUSED_ATTENTION", "1", 1);
-              const auto fused = run_attention(a, kGpu);
-              ::unsetenv("SAOBP_FUSED_ATTENTION");
+              const auto fused =
+                  test::with_env("SAOBP_FUSED_ATTENTION", "1", [&] { return run_attention(a, kGpu); });
               const double close = dt == DType::f64 ? 1e-14 : 1e-6;
               for (size_t i = 0; i < cpu.size(); ++i) {
                 const bool lambda_grad = i == 7;

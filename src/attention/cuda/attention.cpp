@@ -15,8 +15,6 @@
 // write B and ds. The unfused schedule (each of those a pass of its own) stays the default until
 // the fused one has run on a GPU; it is the baseline the fused one is measured and tested against.
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "attention/backend.h"
@@ -58,11 +56,8 @@ Tensor operand_like(const Tensor& x, const Tensor& partner) {
   return partner.dtype() == DType::bf16 ? x.to(DType::bf16) : x;
 }
 
-// True when SAOBP_FUSED_ATTENTION=1 (read at every call, so a test can run both schedules).
-bool fused_schedule() {
-  const char* v = std::getenv("SAOBP_FUSED_ATTENTION");
-  return v && std::string(v) == "1";
-}
+// True when SAOBP_FUSED_ATTENTION=1.
+bool fused_schedule() { return env_switch_on("SAOBP_FUSED_ATTENTION"); }
 
 // A bf16 map of probs' shape for a GEMM operand, where `want`; its bits for a kernel to write.
 Tensor half_map(bool want, const Tensor& probs) {

@@ -136,16 +136,16 @@ __global__ void softmax_half_kernel(const T* x, MaskView mask, T* y, uint16_t* h
   }
 }
 
-// Row r of the (tiles,n,n) maps: its tile, its index in the tile, whether it sends messages
-// (key[row] = 1, or no key mask) and its head's Potts c.
+// Row r of the (tiles,n,n) maps: its tile, whether it sends messages (key[row] = 1, or no key
+// mask) and its head's Potts c.
 struct Row {
-  int64_t tile, i;
+  int64_t tile;
   bool sends;
   double c;
 };
 __device__ __forceinline__ Row row_of(int64_t r, const uint8_t* key, const double* c, int64_t NH, int64_t n) {
   const int64_t tile = r / n, i = r - tile * n;
-  return {tile, i, !key || key[tile / NH * n + i], c[tile % NH]};
+  return {tile, !key || key[tile / NH * n + i], c[tile % NH]};
 }
 
 // P: (tiles,n,n) -> C: (tiles,n). One thread per (tile, column k): C_k = sum over the sender

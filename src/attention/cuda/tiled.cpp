@@ -3,8 +3,6 @@
 // CPU twin: src/attention/cpu/tiled.cpp (same algorithm, same saved lse and colsum layout).
 // tiled.cu's header says how far it has been checked and what it is not (fast).
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "attention/backend.h"
 #include "attention/cuda/launch.h"
@@ -28,8 +26,7 @@ TiledArgs<T> tiled_args(const Tensor& q, const Tensor& k, const Tensor& v, const
   a.all = !p.causal || p.leak;
   a.scale = p.scale;
   a.nb = tiled_blocks(d.T);
-  const char* staged = std::getenv("SAOBP_TILED_STAGED");  // read at every call: a test runs both
-  a.staged = staged && std::string(staged) == "1";
+  a.staged = env_switch_on("SAOBP_TILED_STAGED");
   return a;
 }
 

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "tensor/backend.h"
 #include "tensor/cuda/launch.h"
@@ -15,6 +17,13 @@ namespace saobp::cuda {
 // a kernel surface at the next synchronizing call (a copy to the host, synchronize()).
 inline void check(cudaError_t e, const char* op) {
   if (e != cudaSuccess) fail(op, "CUDA error: {} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// An opt-in switch of the CUDA backend: true when environment variable `name` is "1". Read at
+// every call, so a test can run both paths in one process.
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
 }
 
 // Makes device `index` current on this host thread (runtime.cpp).
