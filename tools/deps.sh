@@ -7,7 +7,7 @@ set -euo pipefail
 SAOBP_DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev libfmt-dev libtomlplusplus-dev catch2 nlohmann-json3-dev libcli11-dev
-  libutf8proc-dev libopenmpi-dev openmpi-bin libboost-math-dev
+  libutf8proc-dev libopenmpi-dev openmpi-bin libboost-math-dev libboost-context-dev
   ccache clang-format
   "$@"
 )

@@ -15,7 +15,8 @@
 #
 # tools/gpu_check.sh does the unpack and the build itself; this script is its first half. What
 # is gathered: the headers and libraries tools/deps.sh installs (Eigen, fmt, toml++, Catch2 v2,
-# nlohmann-json, CLI11, utf8proc, Boost.Math), their runtime libraries, and pkgconf (CMake finds
+# nlohmann-json, CLI11, utf8proc, Boost.Math, and Boost.Context, which the tests' CUDA kernel
+# emulator links statically), their runtime libraries, and pkgconf (CMake finds
 # toml++ and utf8proc through pkg-config). The compiler, CMake, ninja, OpenMP (libgomp comes with
 # GCC) and the CUDA toolkit are the offline machine's own. With --mpi, `fetch` adds Open MPI
 # and the libraries it loads, for `mpirun -np 2` on the GPU node (about 8 MB more); a relocated
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.."
 packages=(
   libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev
   libfmt-dev libfmt9 libtomlplusplus-dev libtomlplusplus3 libutf8proc-dev libutf8proc2
-  libboost-math-dev libboost1.74-dev
+  libboost-math-dev libboost1.74-dev libboost-context-dev libboost-context1.74-dev
   pkgconf pkgconf-bin libpkgconf3
 )
 mpi_packages=(

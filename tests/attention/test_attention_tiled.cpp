@@ -13,6 +13,7 @@
 #include "attention/attention.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "cuda_emu/bridge.h"
 #include "support.h"
 #include "tensor/device_info.h"
 #include "tensor/kernels.h"
@@ -292,6 +293,82 @@ std::vector<Tensor> tiled_on(Device dev, const Tensor& q, const Tensor& k, const
 
 const char* kTiledNames[] = {"out", "lse", "colsum", "dq", "dk", "dv", "dλ"};
 
+// tiled_on's tensors from the CUDA twin's kernels run by the emulator (tests/cuda_emu), on any
+// machine: the same draws for gq, gk, gv and gλ.
+template <class E>
+std::vector<Tensor> tiled_emulated_t(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& km,
+                                     const Tensor& lambda, const AttnParams& p, const Tensor& gout,
+                                     bool staged) {
+  const DType dt = q.dtype();
+  const int64_t B = q.size(0), NH = q.size(1), T = q.size(2);
+  const int S = uses_lambda(p.variant) ? p.steps : 0;
+  Tensor out = Tensor::empty(q.shape(), dt), lse = Tensor::empty({S + 1, B, NH, T}, dt), colsum;
+  if (S > 0) colsum = Tensor::empty({S, B, NH, T}, dt);
+  Tensor gq = randn(q.shape(), 21, dt), gk = randn(q.shape(), 22, dt), gv = randn(q.shape(), 23, dt);
+  Tensor gl = lambda.defined() ? randn({NH}, 24, dt) : Tensor();
+  emu_bridge::TiledCall<E> c;
+  c.B = B, c.NH = NH, c.n = T, c.hs = q.size(3), c.S = S, c.high = p.variant == AttnVariant::bp_high;
+  c.causal = p.causal, c.leak = p.leak, c.staged = staged, c.scale = p.scale;
+  c.q = q.data<E>(), c.k = k.data<E>(), c.v = v.data<E>(),
+  c.lambda = lambda.defined() ? lambda.data<E>() : nullptr;
+  c.key = km.defined() ? km.data<uint8_t>() : nullptr;
+  c.out = out.data<E>(), c.lse = lse.data<E>(), c.colsum = S > 0 ? colsum.data<E>() : nullptr;
+  c.gout = gout.data<E>(), c.gq = gq.data<E>(), c.gk = gk.data<E>(), c.gv = gv.data<E>();
+  c.glambda = gl.defined() ? gl.data<E>() : nullptr;
+  emu_bridge::tiled(c);
+  return {out, lse, colsum, gq, gk, gv, gl};
+}
+std::vector<Tensor> tiled_emulated(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& km,
+                                   const Tensor& lambda, const AttnParams& p, const Tensor& gout, bool staged,
+                                   bool reverse = false) {
+  emu_bridge::set_reverse_order(reverse);
+  auto r = q.dtype() == DType::f64 ? tiled_emulated_t<double>(q, k, v, km, lambda, p, gout, staged)
+                                   : tiled_emulated_t<float>(q, k, v, km, lambda, p, gout, staged);
+  emu_bridge::set_reverse_order(false);
+  return r;
+}
+
+// The inputs of one tiled call: q, k, v, the upstream gradient (B, NH, T, HS), the key mask of
+// `pad` and λ where v has one.
+struct TiledInputs {
+  Tensor q, k, v, km, gout, lambda;
+};
+TiledInputs tiled_inputs(DType dt, int64_t B, int64_t NH, int64_t T, int64_t HS,
+                         const std::vector<int64_t>& pad, AttnVariant v) {
+  return {randn({B, NH, T, HS}, 1, dt), randn({B, NH, T, HS}, 2, dt),
+          randn({B, NH, T, HS}, 3, dt), padding(B, T, pad),
+          randn({B, NH, T, HS}, 4, dt), uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor()};
+}
+
+// Heads wider than a tile (HS = 96: the staged products' depth in three chunks and their output
+// in two blocks of columns), T = 70 with 9 padding positions: f64 and f32, original and bp_high,
+// encoder and decoder, one BP step. f(label, p, inputs).
+template <class F>
+void for_each_wide_case(F f) {
+  const int64_t HS = 96;
+  for (DType dt : {DType::f64, DType::f32})
+    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high})
+      for (int mode = 0; mode < 2; ++mode) {
+        const AttnParams p{v, mode > 0, 1, 1.0 / std::sqrt(static_cast<double>(HS)), false};
+        INFO(variant_name(v) << " mode " << mode << " " << dtype_name(dt));
+        f(p, tiled_inputs(dt, 1, 2, 70, HS, {9}, v));
+      }
+}
+
+// runs[0] (tiled_on's tensors from a device) within the f64 or f32 tolerance of the CPU twin's,
+// and every other run bitwise equal to runs[0].
+void check_twin_runs(const std::vector<Tensor>& cpu, const std::vector<std::vector<Tensor>>& runs, DType dt) {
+  const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO(kTiledNames[i]);
+    REQUIRE(cpu[i].defined() == runs[0][i].defined());
+    if (!cpu[i].defined()) continue;
+    CHECK(close_to(runs[0][i], cpu[i], tol));
+    for (size_t r = 1; r < runs.size(); ++r)
+      CHECK(bitwise_equal(runs[0][i].to(Device::cpu()), runs[r][i].to(Device::cpu())));
+  }
+}
+
 }  // namespace
 
 // The tile products through shared memory (SAOBP_TILED_STAGED=1, tiled.cu's tile_product) do the
@@ -305,57 +382,25 @@ TEST_CASE("attention tiled cuda: the CPU twin's outputs, saved vectors and gradi
   const int64_t NH = 2, HS = 8;
   for_each_case([&](DType dt, const TiledShape& sh, AttnVariant v, int mode, int steps) {
     const AttnParams p{v, mode > 0, steps, 1.0 / std::sqrt(static_cast<double>(HS)), mode == 2};
-    const Tensor q = randn({sh.B, NH, sh.T, HS}, 1, dt), k = randn({sh.B, NH, sh.T, HS}, 2, dt),
-                 vv = randn({sh.B, NH, sh.T, HS}, 3, dt), km = padding(sh.B, sh.T, sh.pad),
-                 gout = randn({sh.B, NH, sh.T, HS}, 4, dt);
-    const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
-    const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
-    const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-    const auto g2 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-    const auto g3 = test::with_env("SAOBP_TILED_STAGED", "1",
-                                   [&] { return tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout); });
-    const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
-    for (size_t i = 0; i < c.size(); ++i) {
-      INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt)
-                           << " " << kTiledNames[i]);
-      REQUIRE(c[i].defined() == g1[i].defined());
-      if (!c[i].defined()) continue;
-      CHECK(close_to(g1[i], c[i], tol));
-      CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
-      CHECK(bitwise_equal(g1[i].to(Device::cpu()), g3[i].to(Device::cpu())));
-    }
+    const TiledInputs in = tiled_inputs(dt, sh.B, NH, sh.T, HS, sh.pad, v);
+    auto on_gpu = [&] { return tiled_on(Device::cuda(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout); };
+    INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt));
+    check_twin_runs(tiled_on(Device::cpu(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout),
+                    {on_gpu(), on_gpu(), test::with_env("SAOBP_TILED_STAGED", "1", on_gpu)}, dt);
   });
 }
 
-// Heads wider than a tile (HS = 96: the staged products' depth in three chunks and their output
-// in two blocks of columns), staged and not, against the CPU twin and each other.
+// Wide heads (for_each_wide_case), staged and not, against the CPU twin and each other.
 TEST_CASE("attention tiled cuda: wide heads, staged and not", "[cuda][tiled]") {
   if (!saobp::cuda::available()) {
     WARN("no GPU: skipped");
     return;
   }
-  const int64_t B = 1, NH = 2, T = 70, HS = 96;
-  for (DType dt : {DType::f64, DType::f32})
-    for (AttnVariant v : {AttnVariant::original, AttnVariant::bp_high})
-      for (int mode = 0; mode < 2; ++mode) {
-        const AttnParams p{v, mode > 0, 1, 1.0 / std::sqrt(static_cast<double>(HS)), false};
-        const Tensor q = randn({B, NH, T, HS}, 1, dt), k = randn({B, NH, T, HS}, 2, dt),
-                     vv = randn({B, NH, T, HS}, 3, dt), km = padding(B, T, {9}),
-                     gout = randn({B, NH, T, HS}, 4, dt);
-        const Tensor lambda = uses_lambda(v) ? lambdas(v, NH, dt).data() : Tensor();
-        const auto c = tiled_on(Device::cpu(), q, k, vv, km, lambda, p, gout);
-        const auto g1 = tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-        const auto g2 = test::with_env("SAOBP_TILED_STAGED", "1", [&] {
-          return tiled_on(Device::cuda(), q, k, vv, km, lambda, p, gout);
-        });
-        const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
-        for (size_t i = 0; i < c.size(); ++i) {
-          INFO(variant_name(v) << " mode " << mode << " " << dtype_name(dt) << " " << kTiledNames[i]);
-          if (!c[i].defined()) continue;
-          CHECK(close_to(g1[i], c[i], tol));
-          CHECK(bitwise_equal(g1[i].to(Device::cpu()), g2[i].to(Device::cpu())));
-        }
-      }
+  for_each_wide_case([](const AttnParams& p, const TiledInputs& in) {
+    auto on_gpu = [&] { return tiled_on(Device::cuda(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout); };
+    check_twin_runs(tiled_on(Device::cpu(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout),
+                    {on_gpu(), test::with_env("SAOBP_TILED_STAGED", "1", on_gpu)}, in.q.dtype());
+  });
 }
 
 TEST_CASE("attention tiled cuda: NaN scores and the autograd path as on the CPU", "[cuda][tiled]") {
@@ -415,4 +460,33 @@ TEST_CASE("attention tiled cuda: NaN scores and the autograd path as on the CPU"
       CHECK(close_to(g[i], c[i], 1e-11));
     }
   }
+}
+
+// The CUDA twin's kernels (tiled.cu) under the CUDA kernel emulator (tests/cuda_emu), on every
+// machine: every setting of the [cuda][tiled] test against the CPU twin, the staged tile
+// products bitwise equal to the unstaged ones, and the same bits when each block's threads run in
+// the reverse order (no race between a write and a read without a barrier).
+TEST_CASE("attention tiled emulated cuda: the CPU twin's values, staged and not, in either thread order",
+          "[emu][tiled]") {
+  const int64_t NH = 2, HS = 8;
+  for_each_case([&](DType dt, const TiledShape& sh, AttnVariant v, int mode, int steps) {
+    const AttnParams p{v, mode > 0, steps, 1.0 / std::sqrt(static_cast<double>(HS)), mode == 2};
+    const TiledInputs in = tiled_inputs(dt, sh.B, NH, sh.T, HS, sh.pad, v);
+    auto emulated = [&](bool staged, bool reverse) {
+      return tiled_emulated(in.q, in.k, in.v, in.km, in.lambda, p, in.gout, staged, reverse);
+    };
+    INFO(variant_name(v) << " mode " << mode << " steps " << steps << " T " << sh.T << " " << dtype_name(dt));
+    check_twin_runs(tiled_on(Device::cpu(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout),
+                    {emulated(false, false), emulated(true, false), emulated(false, true)}, dt);
+  });
+}
+
+// Wide heads (for_each_wide_case) under the emulator, as the [cuda][tiled] wide-heads test.
+TEST_CASE("attention tiled emulated cuda: wide heads, staged and not", "[emu][tiled]") {
+  for_each_wide_case([](const AttnParams& p, const TiledInputs& in) {
+    check_twin_runs(tiled_on(Device::cpu(), in.q, in.k, in.v, in.km, in.lambda, p, in.gout),
+                    {tiled_emulated(in.q, in.k, in.v, in.km, in.lambda, p, in.gout, false),
+                     tiled_emulated(in.q, in.k, in.v, in.km, in.lambda, p, in.gout, true, true)},
+                    in.q.dtype());
+  });
 }

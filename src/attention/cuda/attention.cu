@@ -20,10 +20,12 @@
 //     suffix sums dF) and one row pass that forms dP from them, its softmax backward through P
 //     and the update of ds, with ∂L/∂c summed per row; original's ds is written, not added to
 //     zeros; and the kernels that write B and ds write their bf16 copies too (write_half).
-// State: the fused schedule is compiled, and its CPU twin (bp_potts.cpp, the same order of work
-// per tile) tested; it has not run on a GPU yet. The [cuda] tests "cuda fused attention schedule
-// gives the unfused one's values" and "cuda bf16 attention: the fused schedule gives the unfused
-// one's results", and gpu_check.sh's `fused` stage, are its checks there.
+// State: the fused schedule's kernels pass under the CUDA kernel emulator (tests/cuda_emu; the
+// [emu] test "cuda emulator: the fused attention schedule gives the unfused one's maps and
+// gradients": the unfused schedule's values, the CPU twin's within rounding, no race), but have
+// not run on a GPU yet, where its speed is the point. The [cuda] tests "cuda fused attention
+// schedule gives the unfused one's values" and "cuda bf16 attention: the fused schedule gives the
+// unfused one's results", and gpu_check.sh's `fused` stage, are its checks there.
 #include <type_traits>
 
 #include "attention/cuda/launch.h"

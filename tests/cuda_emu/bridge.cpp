@@ -1,0 +1,195 @@
+// The emulator's bridge (bridge.h): compiled like a translated .cu file (emu.h in front,
+// -Dcuda=cuda_emu), so the launchers it calls are the emulated ones of saobp::cuda_emu.
+#include "bridge.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "attention/cuda/launch.h"
+#include "tensor/bf16.h"
+
+namespace saobp::emu_bridge {
+
+namespace cu = saobp::cuda_emu;
+
+namespace {
+
+void check(cu::cudaError_t e, const char* what) {
+  if (e != cu::cudaSuccess)
+    throw LaunchError(std::string(what) + ": " + cu::cudaGetErrorString(e) + " (" + cu::emu::last_failure() +
+                      ")");
+}
+
+template <class T>
+std::vector<T> scratch(int64_t n) {
+  return std::vector<T>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+}
+
+// The Potts c of each head and dc/dλ, by the emulated launch_potts_params.
+template <class T>
+std::pair<std::vector<double>, std::vector<double>> potts(const T* lambda, int64_t NH, bool high) {
+  std::vector<double> c(static_cast<size_t>(NH)), dc(static_cast<size_t>(NH));
+  check(cu::launch_potts_params<T>(lambda, NH, high, c.data(), dc.data()), "launch_potts_params");
+  return {c, dc};
+}
+
+}  // namespace
+
+void set_reverse_order(bool reverse) {
+  cu::emu::set_order(reverse ? cu::emu::Order::reverse : cu::emu::Order::forward);
+}
+
+// As src/attention/cuda/tiled.cpp's forward_t and backward_t.
+template <class T>
+void tiled(const TiledCall<T>& call) {
+  cu::TiledArgs<T> a;
+  a.q = call.q, a.k = call.k, a.v = call.v, a.key = call.key;
+  a.NH = call.NH, a.n = call.n, a.hs = call.hs, a.tiles = call.B * call.NH, a.S = call.S;
+  a.causal = call.causal, a.all = !call.causal || call.leak, a.staged = call.staged, a.scale = call.scale;
+  a.nb = cu::tiled_blocks(call.n);
+  std::vector<double> c, dc_dlambda;
+  if (a.S > 0) {
+    std::tie(c, dc_dlambda) = potts(call.lambda, call.NH, call.high);
+    a.c = c.data();
+    a.colsum = call.colsum;
+  }
+  a.lse = call.lse;
+  std::vector<T> qs = scratch<T>(a.tiles * a.n * a.hs),
+                 work = scratch<T>(a.tiles * a.nb * cu::tiled_block_elems(a.S));
+  std::vector<double> cells = scratch<double>(a.tiles * cu::tiled_cells_per_head(a.n, a.S, a.all));
+  a.qs = qs.data(), a.work = work.data(), a.cells = cells.data();
+  check(cu::launch_attention_tiled_forward<T>(a, call.out), "launch_attention_tiled_forward");
+  if (!call.gout) return;
+  a.out = call.out, a.gout = call.gout, a.gq = call.gq, a.gk = call.gk, a.gv = call.gv;
+  std::vector<double> rho = scratch<double>(a.tiles * (a.S + 1) * a.n),
+                      E = scratch<double>(a.tiles * a.S * a.n),
+                      R = scratch<double>(a.all ? 0 : a.tiles * a.nb * a.S * a.n),
+                      dc = scratch<double>(a.tiles * a.nb);
+  a.rho = rho.data(), a.E = E.data(), a.R = R.data(), a.dc = dc.data();
+  check(cu::launch_attention_tiled_backward<T>(a), "launch_attention_tiled_backward");
+  if (a.S > 0 && call.glambda)
+    check(cu::launch_lambda_grad<T>(dc.data(), dc_dlambda.data(), call.B, call.NH, a.nb, call.glambda),
+          "launch_lambda_grad");
+}
+
+namespace {
+
+// The tiles' allowed(j, k), as attention.cpp's tile_mask: the key mask (B, T) broadcast over
+// heads and rows (strides T, 0, 0), causal rows ending at k = j.
+cu::MaskView tile_mask(const uint8_t* key, bool causal, int64_t B, int64_t NH, int64_t n) {
+  cu::MaskView m;
+  if (key) {
+    m.base = key;
+    m.rows.dims = 3;
+    m.rows.size[0] = B, m.rows.size[1] = NH, m.rows.size[2] = n;
+    m.rows.stride[0][0] = n;
+    m.step = 1;
+  }
+  m.causal = causal ? n : 0;
+  return m;
+}
+
+template <class T>
+void cast_half(const T* x, uint16_t* h, int64_t count) {
+  if constexpr (std::is_same_v<T, float>)
+    if (h)
+      for (int64_t i = 0; i < count; ++i) h[i] = bf16_bits(x[i]);
+}
+
+}  // namespace
+
+// As src/attention/cuda/attention.cpp's forward_t and backward_t from s and to ds.
+template <class T>
+void maps(const MapsCall<T>& call) {
+  const int64_t tiles = call.B * call.NH, n = call.n, rows = tiles * n, area = rows * n;
+  const cu::MaskView mask = tile_mask(call.key, call.causal, call.B, call.NH, n);
+  std::vector<T*> belief;
+  for (int t = 0; t <= call.S; ++t) belief.push_back(call.beliefs + t * area);
+  const size_t last = belief.size() - 1;
+  const bool prefix = call.causal && !call.leak;
+  uint16_t* Bh = call.fused ? call.B_half : nullptr;  // unfused: cast below
+  std::vector<double> c, dc_dlambda;
+  // Forward.
+  if (call.S == 0) {
+    check(cu::launch_softmax_half<T>(call.s, mask, belief[0], Bh, rows, n), "launch_softmax_half");
+  } else {
+    std::tie(c, dc_dlambda) = potts(call.lambda, call.NH, call.high);
+    check(cu::launch_softmax_forward<T>(call.s, mask, belief[0], rows, n, false), "launch_softmax_forward");
+    if (!prefix && call.fused) {
+      std::vector<double> C = scratch<double>(rows);
+      for (size_t t = 1; t <= last; ++t) {
+        check(cu::launch_potts_colsum<T>(belief[t - 1], call.key, c.data(), call.B, call.NH, n, C.data()),
+              "launch_potts_colsum");
+        check(cu::launch_potts_refine<T>(belief[t - 1], call.s, C.data(), call.key, c.data(), mask, call.B,
+                                         call.NH, n, belief[t], t == last ? Bh : nullptr),
+              "launch_potts_refine");
+      }
+    } else {
+      std::vector<T> L_map = scratch<T>(call.fused ? 0 : area);
+      for (size_t t = 1; t <= last; ++t) {
+        T* L = call.fused ? belief[t] : L_map.data();
+        check(cu::launch_potts_messages<T>(belief[t - 1], call.s, call.key, c.data(), call.B, call.NH, n,
+                                           prefix, L),
+              "launch_potts_messages");
+        check(cu::launch_softmax_half<T>(L, mask, belief[t], t == last ? Bh : nullptr, rows, n),
+              "launch_softmax_half");
+      }
+    }
+  }
+  if (!call.fused) cast_half(belief[last], call.B_half, area);
+  if (!call.dB) return;
+  // Backward.
+  T* ds = call.ds;
+  uint16_t* dSh = call.fused ? call.ds_half : nullptr;
+  if (!call.fused) std::fill(ds, ds + area, T(0));
+  if (call.S == 0) {
+    if (call.fused)
+      check(cu::launch_softmax_grad<T>(belief[0], call.dB, ds, dSh, rows, n), "launch_softmax_grad");
+    else
+      check(cu::launch_softmax_backward<T>(belief[0], call.dB, mask, ds, rows, n, false),
+            "launch_softmax_backward");
+  } else {
+    std::vector<double> dc(static_cast<size_t>(rows), 0.0);
+    if (call.fused) {
+      std::vector<T> dL = scratch<T>(area), dL_prev = scratch<T>(call.S > 1 ? area : 0),
+                     dF = scratch<T>(prefix ? area : 0);
+      std::vector<double> D = scratch<double>(prefix ? 0 : rows);
+      T *cur = dL.data(), *prev = dL_prev.data();
+      check(cu::launch_softmax_grad<T>(belief[last], call.dB, cur, nullptr, rows, n), "launch_softmax_grad");
+      for (size_t t = last; t >= 1; --t) {
+        check(cu::launch_potts_backward_step<T>(belief[t - 1], cur, call.key, c.data(), call.B, call.NH, n,
+                                                prefix, t == last, t == 1, prefix ? nullptr : D.data(),
+                                                prefix ? dF.data() : nullptr, ds, dSh,
+                                                call.S > 1 ? prev : nullptr, dc.data()),
+              "launch_potts_backward_step");
+        std::swap(cur, prev);
+      }
+    } else {
+      std::vector<T> db(call.dB, call.dB + area), dL = scratch<T>(area), dP = scratch<T>(area);
+      for (size_t t = last; t >= 1; --t) {
+        std::fill(dL.begin(), dL.end(), T(0));
+        check(cu::launch_softmax_backward<T>(belief[t], db.data(), mask, dL.data(), rows, n, false),
+              "launch_softmax_backward");
+        for (int64_t i = 0; i < area; ++i) ds[i] += dL[static_cast<size_t>(i)];
+        check(cu::launch_potts_chain<T>(belief[t - 1], dL.data(), call.key, c.data(), call.B, call.NH, n,
+                                        prefix, dP.data(), dc.data()),
+              "launch_potts_chain");
+        std::swap(db, dP);
+      }
+      check(cu::launch_softmax_backward<T>(belief[0], db.data(), mask, ds, rows, n, false),
+            "launch_softmax_backward");
+    }
+    if (call.glambda)
+      check(cu::launch_lambda_grad<T>(dc.data(), dc_dlambda.data(), call.B, call.NH, n, call.glambda),
+            "launch_lambda_grad");
+  }
+  if (!call.fused) cast_half(ds, call.ds_half, area);
+}
+
+template void tiled<float>(const TiledCall<float>&);
+template void tiled<double>(const TiledCall<double>&);
+template void maps<float>(const MapsCall<float>&);
+template void maps<double>(const MapsCall<double>&);
+
+}  // namespace saobp::emu_bridge

@@ -1,0 +1,74 @@
+// What the tests call to run the project's CUDA kernels under the emulator (emu.h): host
+// pointers in and out, the launchers' sequences as the backend's host halves make them
+// (src/attention/cuda/attention.cpp, tiled.cpp), scratch on the host. Plain C++: a test includes
+// this header only, never a translated .cu file or the emulator's runtime.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace saobp::emu_bridge {
+
+// The order the threads of a block run in under the emulator (reverse: the last thread first).
+// A kernel that gives other bits in the other order has a race.
+void set_reverse_order(bool reverse);
+
+// A launch that failed (bad configuration, deadlock, a shuffle with a returned lane), with the
+// emulator's reason.
+struct LaunchError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The tiled kernels (tiled.cu): forward into out, lse (S+1, tiles, T) and colsum (S, tiles, T);
+// then, where gout is not nullptr, the backward, adding into gq, gk, gv and glambda (each may be
+// nullptr). q, k, v, gout, gq, gk, gv: (B, NH, T, HS); key: (B, T) or nullptr; lambda: (NH)
+// where S > 0. T: float or double.
+template <class T>
+struct TiledCall {
+  int64_t B = 0, NH = 0, n = 0, hs = 0;
+  int S = 0;            // BP steps (0: original)
+  bool high = true;     // BP-High (else BP-Low) when S > 0
+  bool causal = false;  // decoder
+  bool leak = false;    // a leaking decoder: every other token row sends
+  bool staged = false;  // the tile products through shared memory
+  double scale = 1;
+  const T *q = nullptr, *k = nullptr, *v = nullptr, *lambda = nullptr;
+  const uint8_t* key = nullptr;
+  T *out = nullptr, *lse = nullptr, *colsum = nullptr;
+  const T* gout = nullptr;
+  T *gq = nullptr, *gk = nullptr, *gv = nullptr, *glambda = nullptr;
+};
+template <class T>
+void tiled(const TiledCall<T>& call);
+
+// The Potts maps of the materialized attention (attention.cu) from the scores s on: the beliefs
+// A = b^0 .. b^S = B (beliefs: (S+1, tiles, T, T)), and given dB the gradient ds at s (written)
+// and λ's (added into glambda), in the fused schedule (the SAOBP_FUSED_ATTENTION=1 one) or the
+// unfused one. S = 0: original's softmax. f32 only: B's and ds's bf16 copies into B_half and
+// ds_half where not nullptr (under the fused schedule the kernels write them, unfused they are
+// cast from B and ds).
+template <class T>
+struct MapsCall {
+  int64_t B = 0, NH = 0, n = 0;
+  int S = 0;
+  bool high = true, causal = false, leak = false, fused = false;
+  const T *s = nullptr, *lambda = nullptr, *dB = nullptr;
+  const uint8_t* key = nullptr;
+  T *beliefs = nullptr, *ds = nullptr, *glambda = nullptr;
+  uint16_t *B_half = nullptr, *ds_half = nullptr;
+};
+template <class T>
+void maps(const MapsCall<T>& call);
+
+// The emulator's own checks (selftest.cu). selftest_reduce: out[b] = the sum of in's block b
+// (256 values) by block_reduce, any_negative[b] = whether one was negative (__any_sync); "" or
+// the failure. selftest_neighbours: out[t] = what thread t reads of thread t+1's write (with or
+// without a barrier between), out: 256 ints. selftest_deadlock and selftest_bad_configuration:
+// the emulator's report of a kernel that deadlocks and of a block of 2048 threads ("" when the
+// launch did not fail as it should).
+std::string selftest_reduce(const double* in, int blocks, double* out, int* any_negative);
+std::string selftest_neighbours(bool barrier, int* out);
+std::string selftest_deadlock(int* out);
+std::string selftest_bad_configuration();
+
+}  // namespace saobp::emu_bridge

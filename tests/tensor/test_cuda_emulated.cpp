@@ -1,0 +1,247 @@
+// The CUDA kernel emulator (tests/cuda_emu/emu.h) and the attention maps' kernels under it, on
+// every machine, GPU or not: the emulator's own checks (block and warp reductions, a race it
+// shows by running a block's threads in the other order, a deadlock and a bad launch reported
+// as such), then the fused schedule of the materialized SAOBP attention (attention.cu,
+// SAOBP_FUSED_ATTENTION=1) against the unfused one and against the CPU twin's tile functions
+// (src/attention/cpu/bp_potts.cpp). The tiled kernels' emulated tests are in
+// tests/attention/test_attention_tiled.cpp.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "attention/cpu/tile.h"
+#include "attention/formulas.h"
+#include "cuda_emu/bridge.h"
+#include "tensor/bf16.h"
+
+using namespace saobp;
+
+namespace {
+
+// Runs f with the emulator's blocks in reverse thread order, and back to forward after.
+template <class F>
+auto in_reverse(F f) {
+  emu_bridge::set_reverse_order(true);
+  try {
+    auto r = f();
+    emu_bridge::set_reverse_order(false);
+    return r;
+  } catch (...) {
+    emu_bridge::set_reverse_order(false);
+    throw;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulator: reductions, a race, a deadlock and a bad launch, each told as such", "[emu]") {
+  const int blocks = 3, per = 256;
+  std::vector<double> in(static_cast<size_t>(blocks * per));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<double>(i % 7);
+  in[per + 100] = -50;  // block 1 has a negative value
+  std::vector<double> sums(blocks);
+  std::vector<int> any(blocks);
+  REQUIRE(emu_bridge::selftest_reduce(in.data(), blocks, sums.data(), any.data()).empty());
+  for (int b = 0; b < blocks; ++b) {
+    double want = 0;
+    for (int i = 0; i < per; ++i) want += in[static_cast<size_t>(b * per + i)];
+    CHECK(sums[static_cast<size_t>(b)] == want);  // small integers: exact in any order
+    CHECK(any[static_cast<size_t>(b)] == (b == 1));
+  }
+
+  // With the barrier every thread reads its neighbour's write, in either order; without it what
+  // it reads depends on the order: the emulator makes the race visible.
+  std::vector<int> fwd(per), rev(per);
+  REQUIRE(emu_bridge::selftest_neighbours(true, fwd.data()).empty());
+  REQUIRE(in_reverse([&] { return emu_bridge::selftest_neighbours(true, rev.data()); }).empty());
+  for (int t = 0; t < per; ++t) {
+    const int want = t + 1 < per ? t + 1 : -2;
+    CHECK(fwd[static_cast<size_t>(t)] == want);
+    CHECK(rev[static_cast<size_t>(t)] == want);
+  }
+  REQUIRE(emu_bridge::selftest_neighbours(false, fwd.data()).empty());
+  REQUIRE(in_reverse([&] { return emu_bridge::selftest_neighbours(false, rev.data()); }).empty());
+  CHECK(fwd != rev);
+
+  std::vector<int> out(per, 0);
+  const std::string deadlock = emu_bridge::selftest_deadlock(out.data());
+  INFO(deadlock);
+  CHECK(deadlock.find("deadlock: 16 threads wait at __syncthreads and 16 in warp shuffles") !=
+        std::string::npos);
+  const std::string config = emu_bridge::selftest_bad_configuration();
+  INFO(config);
+  CHECK(config.find("invalid launch configuration: grid (1,1,1), block (2048,1,1)") != std::string::npos);
+  // The emulator runs the next launch as if nothing had happened.
+  REQUIRE(emu_bridge::selftest_reduce(in.data(), blocks, sums.data(), any.data()).empty());
+  CHECK(any[1] == 1);
+}
+
+namespace {
+
+// One setting of the maps' test: B sequences (the last pad[b] positions padding), NH heads of
+// T×T maps, S BP steps (0: original), BP-High or BP-Low, encoder / decoder / leaking decoder.
+struct MapsCase {
+  int64_t B, NH, n;
+  std::vector<int64_t> pad;
+  int S;
+  bool high;
+  int mode;  // 0 encoder, 1 decoder, 2 leaking decoder
+};
+
+template <class T>
+struct MapsInput {
+  std::vector<T> s, dB, lambda;
+  std::vector<uint8_t> key;
+};
+
+template <class T>
+MapsInput<T> maps_input(const MapsCase& c) {
+  const int64_t area = c.B * c.NH * c.n * c.n;
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> normal;
+  MapsInput<T> in;
+  for (int64_t i = 0; i < area; ++i) in.s.push_back(static_cast<T>(2 * normal(rng)));
+  for (int64_t i = 0; i < area; ++i) in.dB.push_back(static_cast<T>(normal(rng)));
+  for (int64_t h = 0; h < c.NH; ++h) in.lambda.push_back(static_cast<T>(0.35 * (1 + h)));
+  in.key.assign(static_cast<size_t>(c.B * c.n), 1);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t t = c.n - std::min(c.n, c.pad[static_cast<size_t>(b)]); t < c.n; ++t)
+      in.key[static_cast<size_t>(b * c.n + t)] = 0;
+  return in;
+}
+
+// The beliefs b^0..b^S, ds, gλ and (f32) the bf16 copies of B and ds of one schedule.
+template <class T>
+struct MapsOut {
+  std::vector<T> beliefs, ds, glambda;
+  std::vector<uint16_t> B_half, ds_half;
+};
+
+template <class T>
+MapsOut<T> emulated_maps(const MapsCase& c, const MapsInput<T>& in, bool fused) {
+  const int64_t area = c.B * c.NH * c.n * c.n;
+  MapsOut<T> o;
+  o.beliefs.assign(static_cast<size_t>((c.S + 1) * area), T(0));
+  o.ds.assign(static_cast<size_t>(area), T(0));
+  o.glambda.assign(static_cast<size_t>(c.NH), T(0.25));  // added into
+  if constexpr (std::is_same_v<T, float>) o.B_half.assign(static_cast<size_t>(area), 0), o.ds_half = o.B_half;
+  emu_bridge::MapsCall<T> call;
+  call.B = c.B, call.NH = c.NH, call.n = c.n, call.S = c.S, call.high = c.high;
+  call.causal = c.mode > 0, call.leak = c.mode == 2, call.fused = fused;
+  call.s = in.s.data(), call.lambda = in.lambda.data(), call.dB = in.dB.data(), call.key = in.key.data();
+  call.beliefs = o.beliefs.data(), call.ds = o.ds.data(), call.glambda = o.glambda.data();
+  if constexpr (std::is_same_v<T, float>) call.B_half = o.B_half.data(), call.ds_half = o.ds_half.data();
+  emu_bridge::maps(call);
+  return o;
+}
+
+// The CPU twin's tiles (tile.h): A, the Potts steps, ds and gλ (the batch's ∂L/∂c summed in
+// order, times dc/dλ, added to 0.25 as the emulated runs are).
+template <class T>
+MapsOut<T> cpu_maps(const MapsCase& c, const MapsInput<T>& in) {
+  const int64_t n = c.n, nn = n * n, tiles = c.B * c.NH, area = tiles * nn;
+  MapsOut<T> o;
+  o.beliefs.assign(static_cast<size_t>((c.S + 1) * area), T(0));
+  o.ds.assign(static_cast<size_t>(area), T(0));
+  o.glambda.assign(static_cast<size_t>(c.NH), T(0.25));
+  attn::Scratch<T> w;
+  w.ensure(nn, n);
+  std::vector<double> dlam(static_cast<size_t>(tiles), 0.0);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t b = tile / c.NH, h = tile % c.NH;
+    attn::TileMask m;
+    m.T = n, m.key = in.key.data() + b * n, m.causal = c.mode > 0, m.leak = c.mode == 2;
+    std::vector<T*> beliefs;
+    for (int t = 0; t <= c.S; ++t) beliefs.push_back(o.beliefs.data() + t * area + tile * nn);
+    const T* s = in.s.data() + tile * nn;
+    attn::softmax_tile(m, s, beliefs[0]);
+    T* ds = o.ds.data() + tile * nn;
+    const T* dB = in.dB.data() + tile * nn;
+    if (c.S == 0) {
+      attn::softmax_tile_backward(m, beliefs[0], dB, ds);
+      continue;
+    }
+    const double l = static_cast<double>(in.lambda[static_cast<size_t>(h)]);
+    attn::potts_forward(m, attn::potts_c(c.high, l), c.S, s, beliefs.data(), w);
+    dlam[static_cast<size_t>(tile)] =
+        attn::potts_backward(m, attn::potts_c(c.high, l), c.S, beliefs.data(), dB, ds, w) *
+        attn::potts_dc_dlambda(c.high, l);
+  }
+  if (c.S > 0) attn::add_lambda_grad(dlam, c.B, c.NH, o.glambda.data());
+  return o;
+}
+
+// Whether a and b hold equal values (NaN where the other has NaN; -0 equals +0).
+template <class T>
+bool same_values(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+// The largest |a - b| over the largest |b| (at least 1).
+template <class T>
+double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0, s = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    s = std::max(s, std::abs(static_cast<double>(b[i])));
+  }
+  return m / s;
+}
+
+std::vector<float> bf16_values(const std::vector<uint16_t>& h) {
+  std::vector<float> v;
+  for (uint16_t x : h) v.push_back(bf16_value(x));
+  return v;
+}
+
+template <class T>
+void check_maps(const MapsCase& c) {
+  const MapsInput<T> in = maps_input<T>(c);
+  const MapsOut<T> unfused = emulated_maps(c, in, false), fused = emulated_maps(c, in, true);
+  const MapsOut<T> reversed = in_reverse([&] { return emulated_maps(c, in, true); });
+  const MapsOut<T> cpu = cpu_maps(c, in);
+  const bool f64 = std::is_same_v<T, double>;
+  INFO("S " << c.S << (c.high ? " high" : " low") << " mode " << c.mode << " T " << c.n
+            << (f64 ? " f64" : " f32"));
+  // The fused schedule does the unfused one's operations on every entry: the same values.
+  CHECK(same_values(fused.beliefs, unfused.beliefs));
+  CHECK(same_values(fused.ds, unfused.ds));
+  CHECK(same_values(bf16_values(fused.B_half), bf16_values(unfused.B_half)));
+  CHECK(same_values(bf16_values(fused.ds_half), bf16_values(unfused.ds_half)));
+  // ∂L/∂c is summed by rows there and by columns here.
+  CHECK(rel_diff(fused.glambda, unfused.glambda) <= (f64 ? 1e-12 : 1e-5));
+  // No race: the same bits with each block's threads in the other order.
+  CHECK(std::memcmp(fused.beliefs.data(), reversed.beliefs.data(), fused.beliefs.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(fused.ds.data(), reversed.ds.data(), fused.ds.size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(fused.glambda.data(), reversed.glambda.data(), fused.glambda.size() * sizeof(T)) == 0);
+  // The CPU twin (its f32 exp and log approximations differ from expf and logf in the last bits).
+  const double tol = f64 ? 1e-11 : 5e-5;
+  CHECK(rel_diff(fused.beliefs, cpu.beliefs) <= tol);
+  CHECK(rel_diff(fused.ds, cpu.ds) <= tol);
+  CHECK(rel_diff(fused.glambda, cpu.glambda) <= (f64 ? 1e-10 : 2e-4));
+}
+
+}  // namespace
+
+// The fused schedule's kernels (potts_colsum, potts_refine, softmax_half, softmax_grad,
+// potts_grad_columns and potts_rows_backward) under the emulator, as the backend calls them
+// (tests/cuda_emu/bridge.cpp after src/attention/cuda/attention.cpp), for original and 1-3
+// steps of BP-High and BP-Low, encoder, decoder and leaking decoder, padding and a sequence with
+// no token, T under and over the kernels' 32-lane rows and 256-thread blocks, f32 and f64.
+TEST_CASE("cuda emulator: the fused attention schedule gives the unfused one's maps and gradients",
+          "[emu][attention]") {
+  for (int64_t n : {37, 70})
+    for (int S = 0; S <= 3; ++S)
+      for (int mode = 0; mode < 3; ++mode) {
+        if (S == 0 && mode == 2) continue;  // original has no messages to leak
+        const MapsCase c{3, 2, n, {0, 11, n}, S, S % 2 == 1, mode};
+        check_maps<double>(c);
+        check_maps<float>(c);
+      }
+}
