@@ -4,9 +4,11 @@
 // Fibers are Boost.Context's (Debian's libboost-context-dev, linked statically), each on a
 // stack of its own mapped with a guard page below it, so an overflow faults instead of writing
 // over a neighbour. A switch is a few instructions (glibc's swapcontext makes a system call each
-// time, which made the emulated tiled kernels' test ten times slower). Under AddressSanitizer
-// Boost announces every switch (BOOST_USE_ASAN), so ASan follows the stacks and checks the
-// emulated kernels' memory accesses like any host code's.
+// time, which made the emulated tiled kernels' test thirty times slower). Under AddressSanitizer
+// every switch is announced (__sanitizer_start_switch_fiber / _finish_; Boost 1.74 does so only
+// for its ucontext fibers), so ASan follows the stacks and checks the emulated kernels' memory
+// accesses like any host code's. A fiber a failed launch leaves waiting is never resumed again,
+// not even to unwind it (the switch would be one ASan is not told of): it is set aside.
 #include "emu.h"
 
 #include <sys/mman.h>
@@ -27,7 +29,8 @@
 #endif
 #endif
 #ifdef SAOBP_EMU_ASAN
-#define BOOST_USE_ASAN 1
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
 #endif
 #include <boost/context/fiber.hpp>
 #include <boost/context/preallocated.hpp>
@@ -85,6 +88,7 @@ struct Fiber {
   const Barrier* wait_on = nullptr;
   int parity = 0;  // which of its warp's two slot rows this lane's next exchange uses
   char* stack = nullptr;
+  void* fake_stack = nullptr;  // ASan's, across a switch
 };
 
 struct Warp {
@@ -117,7 +121,10 @@ struct State {
   Barrier block_bar;
   int live = 0;
   Fiber* cur = nullptr;
-  bc::fiber scheduler;  // resumes the scheduler (while a fiber runs)
+  bc::fiber scheduler;        // resumes the scheduler (while a fiber runs)
+  void* main_fake = nullptr;  // ASan: the scheduler's fake stack and its stack's bounds
+  const void* main_bottom = nullptr;
+  size_t main_size = 0;
   const std::function<void()>* body = nullptr;
   uint3 block_idx;
   dim3 block_dim, grid_dim;
@@ -129,17 +136,54 @@ State& st() {
   return s;
 }
 
+// The fibers failed launches left waiting: never resumed nor destroyed (destroying one resumes
+// it to unwind its stack, which another fiber may use by then). A global pointer, so neither the
+// exit's destructors nor LeakSanitizer see them.
+std::vector<bc::fiber>* g_set_aside = nullptr;
+
+// Ends the launch's fibers, setting aside the waiting ones.
+void retire_fibers() {
+  State& s = st();
+  for (Fiber& f : s.fibers)
+    if (f.self) {
+      if (!g_set_aside) g_set_aside = new std::vector<bc::fiber>;
+      g_set_aside->push_back(std::move(f.self));
+    }
+  s.fibers.clear();
+}
+
+// ASan's side of a switch to the stack [bottom, bottom + size), from a fiber that continues
+// later (fake: where ASan keeps its fake stack) or ends (fake nullptr); then, back on a stack,
+// the end of the switch that came here (the bounds of the stack that was left, where asked).
+void asan_leave([[maybe_unused]] void** fake, [[maybe_unused]] const void* bottom,
+                [[maybe_unused]] size_t size) {
+#ifdef SAOBP_EMU_ASAN
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+#endif
+}
+void asan_arrive([[maybe_unused]] void* fake, [[maybe_unused]] const void** from_bottom,
+                 [[maybe_unused]] size_t* from_size) {
+#ifdef SAOBP_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, from_bottom, from_size);
+#endif
+}
+
 // Back to the scheduler, from the running fiber; it continues here when resumed.
 void to_scheduler() {
   State& s = st();
+  Fiber* f = s.cur;
+  asan_leave(&f->fake_stack, s.main_bottom, s.main_size);
   s.scheduler = std::move(s.scheduler).resume();
+  asan_arrive(f->fake_stack, &s.main_bottom, &s.main_size);
 }
 
 // The scheduler resumes fiber f until it waits or returns.
 void resume(Fiber& f) {
   State& s = st();
   s.cur = &f;
+  asan_leave(&s.main_fake, f.stack, kStack);
   f.self = std::move(f.self).resume();
+  asan_arrive(s.main_fake, nullptr, nullptr);
   s.cur = nullptr;
 }
 
@@ -183,6 +227,7 @@ void arrive(Barrier& b, int needed) {
 // A thread: the kernel's body, then its exit (a returned thread leaves the block's barrier).
 bc::fiber fiber_main(bc::fiber&& scheduler) {
   State& s = st();
+  asan_arrive(nullptr, &s.main_bottom, &s.main_size);
   s.scheduler = std::move(scheduler);
   (*s.body)();
   Fiber& f = *s.cur;
@@ -195,6 +240,7 @@ bc::fiber fiber_main(bc::fiber&& scheduler) {
     s.block_bar.arrived = 0;
     release(s.block_bar);
   }
+  asan_leave(nullptr, s.main_bottom, s.main_size);  // this fiber's stack is done with
   return std::move(s.scheduler);
 }
 
@@ -202,7 +248,7 @@ bc::fiber fiber_main(bc::fiber&& scheduler) {
 bool run_block() {
   State& s = st();
   const int n = static_cast<int>(s.block_dim.x * s.block_dim.y * s.block_dim.z);
-  s.fibers.clear();  // unwinds the fibers a failed launch left suspended
+  retire_fibers();
   s.fibers.resize(static_cast<size_t>(n));
   s.warps.assign(static_cast<size_t>((n + kWarp - 1) / kWarp), Warp{});
   for (size_t w = 0; w < s.warps.size(); ++w)
@@ -215,6 +261,11 @@ bool run_block() {
     f.tid = {u % x, u % xy / x, u / xy};
     f.linear = i;
     f.stack = s.stacks.get(static_cast<size_t>(i));
+#ifdef SAOBP_EMU_ASAN
+    // The frames of the stack's last fiber (those that never returned, such as Boost's entry
+    // frame, or all of a set-aside fiber's) left their redzones poisoned.
+    __asan_unpoison_memory_region(f.stack, kStack);
+#endif
     bc::stack_context sc;
     sc.size = kStack;
     sc.sp = f.stack + kStack;  // the top: stacks grow down
@@ -327,7 +378,7 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void
         ok = run_block();
       }
   s.body = nullptr;
-  s.fibers.clear();
+  retire_fibers();
   s.last_failure = s.failure;
   if (!ok) g_last = cudaErrorLaunchFailure;
 }
