@@ -187,6 +187,58 @@ void maps(const MapsCall<T>& call) {
   if (!call.fused) cast_half(ds, call.ds_half, area);
 }
 
+// As src/tensor/cuda/nn.cpp's layernorm_forward and layernorm_backward.
+template <class T>
+void layernorm(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd, const T* gy, T* gx,
+               T* gw, T* gb, int64_t N, int64_t C) {
+  check(cu::launch_layernorm_forward<T>(x, w, b, eps, y, mean, rstd, N, C), "launch_layernorm_forward");
+  if (gx)
+    check(cu::launch_layernorm_backward_input<T>(x, w, mean, rstd, gy, gx, N, C),
+          "launch_layernorm_backward_input");
+  if (!gw && !gb) return;
+  const cu::Chunks chunks = cu::split_rows(N, C);
+  std::vector<double> pw = scratch<double>(chunks.count * C), pb = scratch<double>(chunks.count * C);
+  check(cu::launch_layernorm_backward_params<T>(x, mean, rstd, gy, N, C, chunks, pw.data(), pb.data()),
+        "launch_layernorm_backward_params");
+  if (gw) check(cu::launch_finish_chunks<T>(pw.data(), chunks, C, 1.0, gw, true), "launch_finish_chunks");
+  if (gb) check(cu::launch_finish_chunks<T>(pb.data(), chunks, C, 1.0, gb, true), "launch_finish_chunks");
+}
+
+template <class T>
+void gelu(const T* x, T* y, const T* gy, T* gx, int64_t n, bool tanh_approx) {
+  check(cu::launch_gelu_forward<T>(x, y, n, tanh_approx), "launch_gelu_forward");
+  check(cu::launch_gelu_backward<T>(x, gy, gx, n, tanh_approx, true), "launch_gelu_backward");
+}
+
+template <class T>
+void cross_entropy(const T* logits, const int32_t* targets, int64_t ignore, T* losses, T* lse, const T* gloss,
+                   T* glogits, int64_t N, int64_t V) {
+  check(cu::launch_cross_entropy_forward<T>(logits, targets, ignore, losses, lse, N, V),
+        "launch_cross_entropy_forward");
+  check(cu::launch_cross_entropy_backward<T>(logits, targets, lse, gloss, ignore, glogits, N, V, true),
+        "launch_cross_entropy_backward");
+}
+
+// As src/tensor/cuda/embedding.cpp's embedding_forward and embedding_backward.
+template <class T>
+void embedding(const T* weight, const int32_t* ids, T* out, const T* gout, T* gweight, int64_t N, int64_t C,
+               int64_t V) {
+  check(cu::launch_embedding_forward<T>(weight, ids, out, N, C, V), "launch_embedding_forward");
+  const size_t bytes = cu::embedding_backward_scratch_bytes(N, V);
+  std::vector<double> area = scratch<double>(static_cast<int64_t>((bytes + 7) / 8));  // 8-byte aligned
+  check(cu::launch_embedding_backward<T>(ids, gout, gweight, N, C, V, area.data(), bytes),
+        "launch_embedding_backward");
+}
+
+#define SAOBP_EMU_ROWS(T)                                                                                    \
+  template void layernorm<T>(const T*, const T*, const T*, double, T*, T*, T*, const T*, T*, T*, T*,         \
+                             int64_t, int64_t);                                                              \
+  template void gelu<T>(const T*, T*, const T*, T*, int64_t, bool);                                          \
+  template void cross_entropy<T>(const T*, const int32_t*, int64_t, T*, T*, const T*, T*, int64_t, int64_t); \
+  template void embedding<T>(const T*, const int32_t*, T*, const T*, T*, int64_t, int64_t, int64_t);
+SAOBP_EMU_ROWS(float)
+SAOBP_EMU_ROWS(double)
+
 template void tiled<float>(const TiledCall<float>&);
 template void tiled<double>(const TiledCall<double>&);
 template void maps<float>(const MapsCall<float>&);

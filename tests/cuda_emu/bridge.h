@@ -60,6 +60,27 @@ struct MapsCall {
 template <class T>
 void maps(const MapsCall<T>& call);
 
+// The row and elementwise kernels of the transformer around the attention, each as its host
+// half in src/tensor/cuda/ calls it. T: float or double.
+// nn.cu and reduce.cu: LayerNorm forward (y, mean, rstd) and backward (gx, gw, gb added into;
+// each may be nullptr). x, y, gy, gx: (N, C); w, b, gw, gb: (C); mean, rstd: (N).
+template <class T>
+void layernorm(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd, const T* gy, T* gx,
+               T* gw, T* gb, int64_t N, int64_t C);
+// nn.cu: GELU (erf, or tanh_approx) forward and backward (gx added into). x, y, gy, gx: (n).
+template <class T>
+void gelu(const T* x, T* y, const T* gy, T* gx, int64_t n, bool tanh_approx);
+// loss.cu: cross-entropy forward (losses, lse) and backward (glogits added into). logits,
+// glogits: (N, V); targets, losses, lse, gloss: (N).
+template <class T>
+void cross_entropy(const T* logits, const int32_t* targets, int64_t ignore, T* losses, T* lse, const T* gloss,
+                   T* glogits, int64_t N, int64_t V);
+// embedding.cu: forward (out) and backward (gweight added into, by sorted runs of equal ids).
+// weight, gweight: (V, C); ids: (N); out, gout: (N, C).
+template <class T>
+void embedding(const T* weight, const int32_t* ids, T* out, const T* gout, T* gweight, int64_t N, int64_t C,
+               int64_t V);
+
 // The emulator's own checks (selftest.cu). selftest_reduce: out[b] = the sum of in's block b
 // (256 values) by block_reduce, any_negative[b] = whether one was negative (__any_sync); "" or
 // the failure. selftest_neighbours: out[t] = what thread t reads of thread t+1's write (with or

@@ -23,6 +23,7 @@
 // barriers no other thread will reach), a shuffle with a lane that has returned, or a bad launch
 // configuration fails the launch: cudaGetLastError gives the error and last_failure() says why.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -112,3 +113,14 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
       e::warp_exchange(mask, e::to_bits(v), src / width == e::lane() / width ? src : e::lane()));
 }
 inline int __any_sync(unsigned mask, int pred) { return ::saobp::cuda_emu::emu::warp_any(mask, pred != 0); }
+
+// The arithmetic intrinsics that keep nvcc from contracting a product into an FMA: on the host
+// (-ffp-contract=off) the plain operations round the same way.
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+// Device code calls the classification functions unqualified.
+using std::isfinite;
+using std::isinf;
+using std::isnan;

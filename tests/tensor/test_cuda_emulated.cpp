@@ -15,6 +15,7 @@
 #include "attention/formulas.h"
 #include "cuda_emu/bridge.h"
 #include "tensor/bf16.h"
+#include "tensor/kernels.h"
 
 using namespace saobp;
 
@@ -244,4 +245,152 @@ TEST_CASE("cuda emulator: the fused attention schedule gives the unfused one's m
         check_maps<double>(c);
         check_maps<float>(c);
       }
+}
+
+namespace {
+
+Tensor rand_t(const Shape& s, uint64_t stream, DType dt, double sd = 1.0) {
+  Tensor t = Tensor::empty(s, DType::f64);
+  kern::fill_random(t, RandomKind::normal, 0.0, sd, RngKey{44, stream, 0});
+  return t.to(dt);
+}
+
+// a within tol of b (relative to the largest |b|, at least 1), NaN where b has NaN.
+bool near(const Tensor& a, const Tensor& b, double tol) {
+  const std::vector<double> x = a.to(DType::f64).to_vector<double>(),
+                            y = b.to(DType::f64).to_vector<double>();
+  return x.size() == y.size() && rel_diff(x, y) <= tol;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() &&
+         std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
+}
+
+// f(reverse) returns the emulated tensors; they must be cpu's within tol, the same bits in
+// either thread order.
+template <class F>
+void check_emulated(const std::vector<Tensor>& cpu, F f, double tol) {
+  const std::vector<Tensor> fwd = f(false), rev = in_reverse([&] { return f(true); });
+  REQUIRE(fwd.size() == cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("tensor " << i);
+    CHECK(near(fwd[i], cpu[i], tol));
+    CHECK(same_bits(fwd[i], rev[i]));
+  }
+}
+
+template <class T>
+T* ptr(Tensor& t) {
+  return t.data<T>();
+}
+
+}  // namespace
+
+// The kernels around the attention (nn.cu, reduce.cu, loss.cu, embedding.cu) under the emulator
+// against the CPU's kernels: LayerNorm forward and backward (the weight's and bias's gradients
+// by chunks of rows), GELU both ways, cross-entropy with ignored rows, and the embedding's
+// backward by sorted runs of repeated ids. These are the kernels issue 23's fusions (LayerNorm
+// and GELU into the GEMMs' epilogues, a single-pass cross-entropy) would change.
+TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give the CPU's values", "[emu]") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
+    const int64_t N = 67, C = 300, V = 509;
+    {  // layernorm
+      const Tensor x = rand_t({N, C}, 1, dt, 3.0), w = rand_t({C}, 2, dt), b = rand_t({C}, 3, dt),
+                   gy = rand_t({N, C}, 4, dt);
+      auto run = [&](Device) {
+        Tensor y = Tensor::empty({N, C}, dt), mean = Tensor::empty({N}, dt), rstd = Tensor::empty({N}, dt);
+        Tensor gx = rand_t({N, C}, 5, dt), gw = rand_t({C}, 6, dt), gb = rand_t({C}, 7, dt);
+        return std::vector<Tensor>{y, mean, rstd, gx, gw, gb};
+      };
+      std::vector<Tensor> cpu = run(Device::cpu());
+      kern::layernorm_forward(x, w, b, 1e-5, cpu[0], cpu[1], cpu[2]);
+      kern::layernorm_backward(x, w, cpu[1], cpu[2], gy, cpu[3], cpu[4], cpu[5]);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = run(Device::cpu());
+            if (dt == DType::f64)
+              emu_bridge::layernorm(x.data<double>(), w.data<double>(), b.data<double>(), 1e-5,
+                                    ptr<double>(e[0]), ptr<double>(e[1]), ptr<double>(e[2]),
+                                    gy.data<double>(), ptr<double>(e[3]), ptr<double>(e[4]),
+                                    ptr<double>(e[5]), N, C);
+            else
+              emu_bridge::layernorm(x.data<float>(), w.data<float>(), b.data<float>(), 1e-5, ptr<float>(e[0]),
+                                    ptr<float>(e[1]), ptr<float>(e[2]), gy.data<float>(), ptr<float>(e[3]),
+                                    ptr<float>(e[4]), ptr<float>(e[5]), N, C);
+            return e;
+          },
+          tol);
+    }
+    {  // gelu
+      for (bool tanh_approx : {false, true}) {
+        const Tensor x = rand_t({N * C}, 8, dt, 3.0), gy = rand_t({N * C}, 9, dt);
+        std::vector<Tensor> cpu = {Tensor::empty({N * C}, dt), rand_t({N * C}, 10, dt)};
+        kern::gelu_forward(x, cpu[0], tanh_approx);
+        kern::gelu_backward(x, gy, cpu[1], tanh_approx, true);
+        check_emulated(
+            cpu,
+            [&](bool) {
+              std::vector<Tensor> e = {Tensor::empty({N * C}, dt), rand_t({N * C}, 10, dt)};
+              if (dt == DType::f64)
+                emu_bridge::gelu(x.data<double>(), ptr<double>(e[0]), gy.data<double>(), ptr<double>(e[1]),
+                                 N * C, tanh_approx);
+              else
+                emu_bridge::gelu(x.data<float>(), ptr<float>(e[0]), gy.data<float>(), ptr<float>(e[1]), N * C,
+                                 tanh_approx);
+              return e;
+            },
+            tol);
+      }
+    }
+    {  // cross-entropy
+      const Tensor logits = rand_t({N, V}, 11, dt, 4.0), gloss = rand_t({N}, 12, dt);
+      std::vector<int32_t> t(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i)
+        t[static_cast<size_t>(i)] = i % 5 == 3 ? -100 : static_cast<int32_t>(i * 37 % V);
+      const Tensor targets = Tensor::from_vector(t, {N});
+      std::vector<Tensor> cpu = {Tensor::empty({N}, dt), Tensor::empty({N}, dt), rand_t({N, V}, 13, dt)};
+      kern::cross_entropy_forward(logits, targets, -100, cpu[0], cpu[1]);
+      kern::cross_entropy_backward(logits, targets, cpu[1], gloss, -100, cpu[2], true);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {Tensor::empty({N}, dt), Tensor::empty({N}, dt), rand_t({N, V}, 13, dt)};
+            if (dt == DType::f64)
+              emu_bridge::cross_entropy(logits.data<double>(), t.data(), -100, ptr<double>(e[0]),
+                                        ptr<double>(e[1]), gloss.data<double>(), ptr<double>(e[2]), N, V);
+            else
+              emu_bridge::cross_entropy(logits.data<float>(), t.data(), -100, ptr<float>(e[0]),
+                                        ptr<float>(e[1]), gloss.data<float>(), ptr<float>(e[2]), N, V);
+            return e;
+          },
+          tol);
+    }
+    {                         // embedding
+      const int64_t Vs = 40;  // fewer rows than ids: runs of repeated ids
+      const Tensor weight = rand_t({Vs, C}, 14, dt), gout = rand_t({N, C}, 15, dt);
+      std::vector<int32_t> ids(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % Vs);
+      const Tensor idt = Tensor::from_vector(ids, {N});
+      std::vector<Tensor> cpu = {Tensor::empty({N, C}, dt), rand_t({Vs, C}, 16, dt)};
+      kern::embedding_forward(weight, idt, cpu[0]);
+      kern::embedding_backward(idt, gout, cpu[1]);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {Tensor::empty({N, C}, dt), rand_t({Vs, C}, 16, dt)};
+            if (dt == DType::f64)
+              emu_bridge::embedding(weight.data<double>(), ids.data(), ptr<double>(e[0]), gout.data<double>(),
+                                    ptr<double>(e[1]), N, C, Vs);
+            else
+              emu_bridge::embedding(weight.data<float>(), ids.data(), ptr<float>(e[0]), gout.data<float>(),
+                                    ptr<float>(e[1]), N, C, Vs);
+            return e;
+          },
+          tol);
+    }
+  }
 }
