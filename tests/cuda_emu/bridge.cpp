@@ -3,11 +3,13 @@
 #include "bridge.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 #include <vector>
 
 #include "attention/cuda/launch.h"
 #include "tensor/bf16.h"
+#include "tensor/rope_table.h"
 
 namespace saobp::emu_bridge {
 
@@ -230,12 +232,43 @@ void embedding(const T* weight, const int32_t* ids, T* out, const T* gout, T* gw
         "launch_embedding_backward");
 }
 
+template <class T>
+void sink_gate(const T* probs, const uint8_t* key, double tau, double fraction, T* keep, int64_t B,
+               int64_t NH, int64_t n) {
+  check(cu::launch_sink_gate<T>(probs, key, tau, fraction, keep, B, NH, n), "launch_sink_gate");
+}
+
+// As src/tensor/cuda/rope.cpp: the table of the power of two at or above offset + n positions.
+template <class T>
+void rope(const T* x, double base, bool inverse, T* y, int64_t rows, int64_t n, int64_t hs, int64_t offset) {
+  std::vector<double> cs, sn;
+  rope_table(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(offset + n))), hs, base, cs, sn);
+  const int64_t first = offset * (hs / 2);
+  check(cu::launch_rope<T>(x, cs.data() + first, sn.data() + first, inverse, y, rows, n, hs), "launch_rope");
+}
+
+// As src/tensor/cuda/random.cpp.
+template <class T>
+void random_and_dropout(T* fill, bool normal, double a, double b, const T* x, double p, T* y, uint8_t* mask,
+                        const T* gy, T* gx, int64_t n, uint64_t seed, uint64_t stream, uint64_t offset) {
+  const cu::PhiloxKey key{seed, stream, offset};
+  check(cu::launch_fill_random<T>(fill, n, normal, a, b, key), "launch_fill_random");
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  check(cu::launch_dropout_forward<T>(x, static_cast<float>(p), scale, key, y, mask, n),
+        "launch_dropout_forward");
+  check(cu::launch_dropout_backward<T>(gy, mask, scale, gx, n, true), "launch_dropout_backward");
+}
+
 #define SAOBP_EMU_ROWS(T)                                                                                    \
   template void layernorm<T>(const T*, const T*, const T*, double, T*, T*, T*, const T*, T*, T*, T*,         \
                              int64_t, int64_t);                                                              \
   template void gelu<T>(const T*, T*, const T*, T*, int64_t, bool);                                          \
   template void cross_entropy<T>(const T*, const int32_t*, int64_t, T*, T*, const T*, T*, int64_t, int64_t); \
-  template void embedding<T>(const T*, const int32_t*, T*, const T*, T*, int64_t, int64_t, int64_t);
+  template void embedding<T>(const T*, const int32_t*, T*, const T*, T*, int64_t, int64_t, int64_t);         \
+  template void sink_gate<T>(const T*, const uint8_t*, double, double, T*, int64_t, int64_t, int64_t);       \
+  template void rope<T>(const T*, double, bool, T*, int64_t, int64_t, int64_t, int64_t);                     \
+  template void random_and_dropout<T>(T*, bool, double, double, const T*, double, T*, uint8_t*, const T*,    \
+                                      T*, int64_t, uint64_t, uint64_t, uint64_t);
 SAOBP_EMU_ROWS(float)
 SAOBP_EMU_ROWS(double)
 

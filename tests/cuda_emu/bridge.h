@@ -81,6 +81,20 @@ template <class T>
 void embedding(const T* weight, const int32_t* ids, T* out, const T* gout, T* gweight, int64_t N, int64_t C,
                int64_t V);
 
+// sink_gate.cu: keep (B, NH) of the head-skip gate for probs (B, NH, T, T), key (B, T) or nullptr.
+template <class T>
+void sink_gate(const T* probs, const uint8_t* key, double tau, double fraction, T* keep, int64_t B,
+               int64_t NH, int64_t n);
+// rope.cu: y = x rotated (inverse: back) at positions offset.. of rows (B NH T, HS), with
+// rope_table.h's angles for `base`, as src/tensor/cuda/rope.cpp.
+template <class T>
+void rope(const T* x, double base, bool inverse, T* y, int64_t rows, int64_t n, int64_t hs, int64_t offset);
+// random.cu: fill_random (uniform [a, b) or normal (a, b²)) of n values, then dropout forward
+// (y, mask) and backward (gx added into) of x, all from the Philox stream (seed, stream, offset).
+template <class T>
+void random_and_dropout(T* fill, bool normal, double a, double b, const T* x, double p, T* y, uint8_t* mask,
+                        const T* gy, T* gx, int64_t n, uint64_t seed, uint64_t stream, uint64_t offset);
+
 // The emulator's own checks (selftest.cu). selftest_reduce: out[b] = the sum of in's block b
 // (256 values) by block_reduce, any_negative[b] = whether one was negative (__any_sync); "" or
 // the failure. selftest_neighbours: out[t] = what thread t reads of thread t+1's write (with or

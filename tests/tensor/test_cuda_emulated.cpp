@@ -3,8 +3,10 @@
 // shows by running a block's threads in the other order, a deadlock and a bad launch reported
 // as such), then the fused schedule of the materialized SAOBP attention (attention.cu,
 // SAOBP_FUSED_ATTENTION=1) against the unfused one and against the CPU twin's tile functions
-// (src/attention/cpu/bp_potts.cpp). The tiled kernels' emulated tests are in
-// tests/attention/test_attention_tiled.cpp.
+// (src/attention/cpu/bp_potts.cpp); then the other kernel files (nn.cu, reduce.cu, loss.cu,
+// embedding.cu, sink_gate.cu, rope.cu, random.cu) against the CPU's kernels. The tiled kernels'
+// emulated tests are in tests/attention/test_attention_tiled.cpp.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "attention/cpu/tile.h"
 #include "attention/formulas.h"
+#include "attention/kernels.h"
 #include "cuda_emu/bridge.h"
 #include "tensor/bf16.h"
 #include "tensor/kernels.h"
@@ -391,6 +394,104 @@ TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give 
             return e;
           },
           tol);
+    }
+  }
+}
+
+// The head-skip gate (sink_gate.cu), RoPE (rope.cu: both ways, at an offset, the table of
+// rope_table.h) and the Philox draws with dropout (random.cu) under the emulator against the
+// CPU's kernels: the gate's keep bits, the rotations, the masks exactly and the values.
+TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the CPU's values", "[emu]") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f64 ? 1e-12 : 2e-5;
+    {  // sink gate: rows whose mass sits on key 0 with a strength that varies by head
+      const int64_t B = 2, NH = 5, n = 45;
+      std::vector<double> p(static_cast<size_t>(B * NH * n * n));
+      std::mt19937_64 rng(7);
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      for (int64_t r = 0; r < B * NH * n; ++r) {
+        const int64_t h = r / n % NH;
+        double* row = p.data() + r * n;
+        double sum = 0;
+        for (int64_t k = 0; k < n; ++k) sum += row[k] = u(rng);
+        const double sink = u(rng) < 0.2 * static_cast<double>(h) ? 0.95 : 0.0;
+        for (int64_t k = 0; k < n; ++k) row[k] = row[k] / sum * (1 - sink) + (k == 0 ? sink : 0.0);
+      }
+      const Tensor probs = Tensor::from_vector(p, {B, NH, n, n}).to(dt);
+      std::vector<uint8_t> km(static_cast<size_t>(B * n), 1);
+      for (int64_t t = n - 12; t < n; ++t) km[static_cast<size_t>(n + t)] = 0;
+      const Tensor key = Tensor::from_vector(km, {B, n});
+      for (double fraction : {0.1, 0.4, 0.7}) {
+        std::vector<Tensor> cpu = {Tensor::empty({B, NH}, dt)};
+        kern::sink_gate(probs, key, 0.5, fraction, cpu[0]);
+        const auto kept = cpu[0].to(DType::f64).to_vector<double>();
+        CHECK(std::count(kept.begin(), kept.end(), 0.0) > 0);  // some heads are skipped, some kept
+        CHECK(std::count(kept.begin(), kept.end(), 1.0) > 0);
+        check_emulated(
+            cpu,
+            [&](bool) {
+              std::vector<Tensor> e = {Tensor::empty({B, NH}, dt)};
+              if (dt == DType::f64)
+                emu_bridge::sink_gate(probs.data<double>(), km.data(), 0.5, fraction, ptr<double>(e[0]), B,
+                                      NH, n);
+              else
+                emu_bridge::sink_gate(probs.data<float>(), km.data(), 0.5, fraction, ptr<float>(e[0]), B, NH,
+                                      n);
+              return e;
+            },
+            0.0);
+      }
+    }
+    {  // RoPE, forward and inverse, at offset 0 and 5
+      const int64_t B = 2, NH = 3, n = 19, hs = 32;
+      const Tensor x = rand_t({B, NH, n, hs}, 20, dt);
+      for (int64_t offset : {0, 5})
+        for (bool inverse : {false, true}) {
+          std::vector<Tensor> cpu = {Tensor::empty({B, NH, n, hs}, dt)};
+          kern::rope(x, 10000.0, inverse, cpu[0], offset);
+          check_emulated(
+              cpu,
+              [&](bool) {
+                std::vector<Tensor> e = {Tensor::empty({B, NH, n, hs}, dt)};
+                if (dt == DType::f64)
+                  emu_bridge::rope(x.data<double>(), 10000.0, inverse, ptr<double>(e[0]), B * NH * n, n, hs,
+                                   offset);
+                else
+                  emu_bridge::rope(x.data<float>(), 10000.0, inverse, ptr<float>(e[0]), B * NH * n, n, hs,
+                                   offset);
+                return e;
+              },
+              tol);
+        }
+    }
+    {  // Philox draws (uniform and normal) and dropout both ways
+      const int64_t n = 3001;
+      const RngKey key{42, 7, 123};
+      const Tensor x = rand_t({n}, 21, dt), gy = rand_t({n}, 22, dt);
+      for (bool normal : {false, true}) {
+        std::vector<Tensor> cpu = {Tensor::empty({n}, dt), Tensor::empty({n}, dt),
+                                   Tensor::empty({n}, DType::u8), rand_t({n}, 23, dt)};
+        kern::fill_random(cpu[0], normal ? RandomKind::normal : RandomKind::uniform, 0.5, 2.0, key);
+        kern::dropout_forward(x, 0.3, key, cpu[1], cpu[2]);
+        kern::dropout_backward(gy, cpu[2], 0.3, cpu[3], true);
+        auto run = [&](bool) {
+          std::vector<Tensor> e = {Tensor::empty({n}, dt), Tensor::empty({n}, dt),
+                                   Tensor::empty({n}, DType::u8), rand_t({n}, 23, dt)};
+          uint8_t* mask = e[2].data<uint8_t>();
+          if (dt == DType::f64)
+            emu_bridge::random_and_dropout(ptr<double>(e[0]), normal, 0.5, 2.0, x.data<double>(), 0.3,
+                                           ptr<double>(e[1]), mask, gy.data<double>(), ptr<double>(e[3]), n,
+                                           key.seed, key.stream, key.offset);
+          else
+            emu_bridge::random_and_dropout(ptr<float>(e[0]), normal, 0.5, 2.0, x.data<float>(), 0.3,
+                                           ptr<float>(e[1]), mask, gy.data<float>(), ptr<float>(e[3]), n,
+                                           key.seed, key.stream, key.offset);
+          return e;
+        };
+        check_emulated(cpu, run, tol);
+        CHECK(same_bits(run(false)[2], cpu[2]));  // the dropout mask exactly
+      }
     }
   }
 }
