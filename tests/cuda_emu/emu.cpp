@@ -15,8 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
-#include <cstdio>
 #include <mutex>
 #include <stdexcept>
 #include <vector>

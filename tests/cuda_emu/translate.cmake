@@ -3,7 +3,8 @@
 # becomes
 #   ::saobp::cuda_emu::emu::Launch(grid, block).run([=] { kernel(args); });
 # and nothing else changes. A #line directive keeps the source's name in diagnostics. A launch
-# this does not recognize is left as it was, which the host compiler then rejects.
+# it cannot rewrite (arguments with a ';', a configuration with a '>') stops the build, naming
+# the file.
 # cmake -DIN=src/x.cu -DOUT=build/x.cu.cpp -P translate.cmake
 file(READ "${IN}" text)
 set(name "[A-Za-z_][A-Za-z0-9_]*(<[^<>;(){}]*>)?")
