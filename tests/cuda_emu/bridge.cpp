@@ -9,6 +9,7 @@
 
 #include "attention/cuda/launch.h"
 #include "tensor/bf16.h"
+#include "tensor/formulas.h"
 #include "tensor/rope_table.h"
 
 namespace saobp::emu_bridge {
@@ -259,6 +260,74 @@ void random_and_dropout(T* fill, bool normal, double a, double b, const T* x, do
   check(cu::launch_dropout_backward<T>(gy, mask, scale, gx, n, true), "launch_dropout_backward");
 }
 
+template <class T>
+void binary(int op, const T* a, const T* b, T* out, int dims, const int64_t* size, const int64_t* a_strides,
+            const int64_t* b_strides, const int64_t* out_strides) {
+  cu::Indexer<3> ix;
+  ix.dims = dims;
+  int64_t n = 1;
+  for (int d = 0; d < dims; ++d) {
+    ix.size[d] = size[d];
+    ix.stride[0][d] = out_strides[d], ix.stride[1][d] = a_strides[d], ix.stride[2][d] = b_strides[d];
+    n *= size[d];
+  }
+  check(cu::launch_binary<T>(static_cast<cu::Arith>(op), a, b, out, ix, n), "launch_binary");
+}
+
+template <class T>
+void unary(int op, const T* x, T* y, const T* gy, T* gx, int64_t n) {
+  check(cu::launch_unary<T>(static_cast<cu::Unary>(op), x, y, n), "launch_unary");
+  check(cu::launch_unary_backward<T>(static_cast<cu::Unary>(op), x, y, gy, gx, n), "launch_unary_backward");
+}
+
+void bf16_round_trip(const float* x, uint16_t* bits, float* back, int64_t n) {
+  check(cu::launch_to_bf16(x, bits, n), "launch_to_bf16");
+  check(cu::launch_from_bf16(bits, back, n), "launch_from_bf16");
+}
+
+// As src/tensor/cuda/reduce.cpp's reduce_sum_to for src (A, R, Bd) and dst (A, 1, Bd).
+template <class T>
+void reduce_middle(const T* src, T* dst, int64_t A, int64_t R, int64_t Bd, double alpha) {
+  cu::Indexer<1> kept, reduced;
+  kept.dims = 2, kept.size[0] = A, kept.size[1] = Bd, kept.stride[0][0] = R * Bd, kept.stride[0][1] = 1;
+  reduced.dims = 1, reduced.size[0] = R, reduced.stride[0][0] = Bd;
+  const int64_t O = A * Bd;
+  const cu::Chunks chunks = cu::split_rows(R, O);
+  std::vector<double> partial = scratch<double>(chunks.count * O);
+  check(cu::launch_sum_chunks<T>(src, kept, reduced, O, R, chunks, partial.data()), "launch_sum_chunks");
+  check(cu::launch_finish_chunks<T>(partial.data(), chunks, O, alpha, dst, true), "launch_finish_chunks");
+}
+
+// As src/tensor/cuda/optim.cpp's multi_sum_squares and multi_adamw_step for one launch each.
+template <class T>
+void multi_optim(int count, T* const* p, T* const* g, T* const* m, T* const* v, const int64_t* n,
+                 const AdamWHyper* coeffs, const int* coeff_of, double grad_scale, double* sums) {
+  auto blocks = [](int64_t k) {
+    return static_cast<int32_t>(std::max<int64_t>(1, (k + cu::kMultiChunk - 1) / cu::kMultiChunk));
+  };
+  cu::MultiSquares<T> squares;
+  cu::MultiAdamW<T> list;
+  squares.first_block[0] = list.first_block[0] = 0;
+  int used = 0;
+  for (int i = 0; i < count; ++i) {
+    squares.x[i] = p[i], squares.n[i] = n[i];
+    squares.first_block[i + 1] = squares.first_block[i] + blocks(n[i]);
+    list.p[i] = p[i], list.g[i] = g[i], list.m[i] = m[i], list.v[i] = v[i], list.n[i] = n[i];
+    list.first_block[i + 1] = list.first_block[i] + blocks(n[i]);
+    list.coeff[i] = static_cast<uint8_t>(coeff_of[i]);
+    used = std::max(used, coeff_of[i] + 1);
+  }
+  squares.count = list.count = count;
+  for (int c = 0; c < used; ++c) {
+    const AdamWHyper& h = coeffs[c];
+    list.coeffs[c] = formula::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+  }
+  list.grad_scale = grad_scale;
+  std::vector<double> partial = scratch<double>(squares.first_block[count]);
+  check(cu::launch_multi_sum_squares<T>(squares, partial.data(), sums), "launch_multi_sum_squares");
+  check(cu::launch_multi_adamw<T>(list), "launch_multi_adamw");
+}
+
 #define SAOBP_EMU_ROWS(T)                                                                                    \
   template void layernorm<T>(const T*, const T*, const T*, double, T*, T*, T*, const T*, T*, T*, T*,         \
                              int64_t, int64_t);                                                              \
@@ -268,7 +337,13 @@ void random_and_dropout(T* fill, bool normal, double a, double b, const T* x, do
   template void sink_gate<T>(const T*, const uint8_t*, double, double, T*, int64_t, int64_t, int64_t);       \
   template void rope<T>(const T*, double, bool, T*, int64_t, int64_t, int64_t, int64_t);                     \
   template void random_and_dropout<T>(T*, bool, double, double, const T*, double, T*, uint8_t*, const T*,    \
-                                      T*, int64_t, uint64_t, uint64_t, uint64_t);
+                                      T*, int64_t, uint64_t, uint64_t, uint64_t);                            \
+  template void binary<T>(int, const T*, const T*, T*, int, const int64_t*, const int64_t*, const int64_t*,  \
+                          const int64_t*);                                                                   \
+  template void unary<T>(int, const T*, T*, const T*, T*, int64_t);                                          \
+  template void reduce_middle<T>(const T*, T*, int64_t, int64_t, int64_t, double);                           \
+  template void multi_optim<T>(int, T* const*, T* const*, T* const*, T* const*, const int64_t*,              \
+                               const AdamWHyper*, const int*, double, double*);
 SAOBP_EMU_ROWS(float)
 SAOBP_EMU_ROWS(double)
 

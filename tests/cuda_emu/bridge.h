@@ -95,6 +95,30 @@ template <class T>
 void random_and_dropout(T* fill, bool normal, double a, double b, const T* x, double p, T* y, uint8_t* mask,
                         const T* gy, T* gx, int64_t n, uint64_t seed, uint64_t stream, uint64_t offset);
 
+// elementwise.cu: out = a op b (op 0 add, 1 sub, 2 mul, 3 div) over `dims` dims of sizes
+// `size`, each operand at its own strides (0: broadcast); y = f(x) and gx += gy f'(x) for f
+// (0 exp, 1 log, 2 log1p, 3 softplus) over n contiguous values; f32 to bf16 bits and back.
+template <class T>
+void binary(int op, const T* a, const T* b, T* out, int dims, const int64_t* size, const int64_t* a_strides,
+            const int64_t* b_strides, const int64_t* out_strides);
+template <class T>
+void unary(int op, const T* x, T* y, const T* gy, T* gx, int64_t n);
+void bf16_round_trip(const float* x, uint16_t* bits, float* back, int64_t n);
+// reduce.cu: dst (A, 1, Bd) += alpha · the sums of src (A, R, Bd) over its middle dim, as
+// src/tensor/cuda/reduce.cpp's reduce_sum_to (chunks of rows, then their sums in order).
+template <class T>
+void reduce_middle(const T* src, T* dst, int64_t A, int64_t R, int64_t Bd, double alpha);
+// optim.cu: sums[i] = Σ xs[i]² of `count` tensors, then AdamW on all of them at once (the
+// gradients scaled by grad_scale first), tensor i with coefficients coeff_of[i] of `coeffs`, as
+// src/tensor/cuda/optim.cpp's multi_sum_squares and multi_adamw_step (count <= 320, coeffs <= 4).
+struct AdamWHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+template <class T>
+void multi_optim(int count, T* const* p, T* const* g, T* const* m, T* const* v, const int64_t* n,
+                 const AdamWHyper* coeffs, const int* coeff_of, double grad_scale, double* sums);
+
 // The emulator's own checks (selftest.cu). selftest_reduce: out[b] = the sum of in's block b
 // (256 values) by block_reduce, any_negative[b] = whether one was negative (__any_sync); "" or
 // the failure. selftest_neighbours: out[t] = what thread t reads of thread t+1's write (with or

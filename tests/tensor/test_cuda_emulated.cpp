@@ -4,7 +4,8 @@
 // as such), then the fused schedule of the materialized SAOBP attention (attention.cu,
 // SAOBP_FUSED_ATTENTION=1) against the unfused one and against the CPU twin's tile functions
 // (src/attention/cpu/bp_potts.cpp); then the other kernel files (nn.cu, reduce.cu, loss.cu,
-// embedding.cu, sink_gate.cu, rope.cu, random.cu) against the CPU's kernels. The tiled kernels'
+// embedding.cu, sink_gate.cu, rope.cu, random.cu, elementwise.cu, optim.cu) against the CPU's
+// kernels. The tiled kernels'
 // emulated tests are in tests/attention/test_attention_tiled.cpp.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -493,5 +494,157 @@ TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the
         CHECK(same_bits(run(false)[2], cpu[2]));  // the dropout mask exactly
       }
     }
+  }
+}
+
+// The elementwise, reduction and optimizer kernels (elementwise.cu, reduce.cu, optim.cu) under
+// the emulator against the CPU's: broadcast binary operations, the unary functions and their
+// derivatives, bf16 rounding both ways (the bits exactly), a sum over a middle dim in chunks of
+// rows, and the multi-tensor squared norms and AdamW of a training step (two sets of
+// coefficients, the gradients scaled first).
+TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the CPU's values", "[emu]") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f64 ? 1e-12 : 2e-6;
+    {  // a (4,1,9) op b (1,5,9) -> (4,5,9)
+      const Tensor a = rand_t({4, 1, 9}, 30, dt), b0 = rand_t({1, 5, 9}, 31, dt);
+      Tensor b = Tensor::empty({1, 5, 9}, dt);
+      kern::unary(UnaryOp::exp, b0, b);  // positive: a safe divisor
+      const int64_t size[] = {4, 5, 9}, sa[] = {9, 0, 1}, sb[] = {0, 9, 1}, so[] = {45, 9, 1};
+      const BinaryOp ops[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div};
+      for (int op = 0; op < 4; ++op) {
+        std::vector<Tensor> cpu = {Tensor::empty({4, 5, 9}, dt)};
+        kern::binary(ops[op], a.expand({4, 5, 9}), b.expand({4, 5, 9}), cpu[0]);
+        check_emulated(
+            cpu,
+            [&](bool) {
+              std::vector<Tensor> e = {Tensor::empty({4, 5, 9}, dt)};
+              if (dt == DType::f64)
+                emu_bridge::binary(op, a.data<double>(), b.data<double>(), ptr<double>(e[0]), 3, size, sa, sb,
+                                   so);
+              else
+                emu_bridge::binary(op, a.data<float>(), b.data<float>(), ptr<float>(e[0]), 3, size, sa, sb,
+                                   so);
+              return e;
+            },
+            0.0);  // one rounding each, as on the CPU
+      }
+    }
+    {  // exp, log, log1p, softplus and their derivatives, on positive x
+      const int64_t n = 777;
+      Tensor x = Tensor::empty({n}, dt);
+      kern::unary(UnaryOp::exp, rand_t({n}, 32, dt), x);
+      const Tensor gy = rand_t({n}, 33, dt);
+      const UnaryOp ops[] = {UnaryOp::exp, UnaryOp::log, UnaryOp::log1p, UnaryOp::softplus};
+      for (int op = 0; op < 4; ++op) {
+        std::vector<Tensor> cpu = {Tensor::empty({n}, dt), rand_t({n}, 34, dt)};
+        kern::unary(ops[op], x, cpu[0]);
+        kern::unary_backward(ops[op], x, cpu[0], gy, cpu[1]);
+        check_emulated(
+            cpu,
+            [&](bool) {
+              std::vector<Tensor> e = {Tensor::empty({n}, dt), rand_t({n}, 34, dt)};
+              if (dt == DType::f64)
+                emu_bridge::unary(op, x.data<double>(), ptr<double>(e[0]), gy.data<double>(),
+                                  ptr<double>(e[1]), n);
+              else
+                emu_bridge::unary(op, x.data<float>(), ptr<float>(e[0]), gy.data<float>(), ptr<float>(e[1]),
+                                  n);
+              return e;
+            },
+            tol);
+      }
+    }
+    {  // (6, 50, 7) summed over its middle dim into (6, 1, 7), times 0.5, added
+      const Tensor src = rand_t({6, 50, 7}, 35, dt);
+      std::vector<Tensor> cpu = {rand_t({6, 1, 7}, 36, dt)};
+      kern::reduce_sum_to(src, cpu[0], 0.5, true);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {rand_t({6, 1, 7}, 36, dt)};
+            if (dt == DType::f64)
+              emu_bridge::reduce_middle(src.data<double>(), ptr<double>(e[0]), 6, 50, 7, 0.5);
+            else
+              emu_bridge::reduce_middle(src.data<float>(), ptr<float>(e[0]), 6, 50, 7, 0.5);
+            return e;
+          },
+          0.0);  // sums in double in the CPU's order
+    }
+    {  // sums of squares, then AdamW, over 5 tensors (one of 20000 values: three chunks)
+      const std::vector<int64_t> sizes = {20000, 3, 513, 1, 64};
+      const std::vector<AdamWParams> h2 = {{1e-3, 0.9, 0.999, 1e-8, 0.01, 7},
+                                           {3e-4, 0.8, 0.99, 1e-6, 0.0, 7}};
+      const std::vector<emu_bridge::AdamWHyper> hyper = {{1e-3, 0.9, 0.999, 1e-8, 0.01, 7},
+                                                         {3e-4, 0.8, 0.99, 1e-6, 0.0, 7}};
+      const std::vector<int> coeff_of = {0, 1, 0, 1, 1};
+      auto tensors = [&](uint64_t stream) {
+        std::vector<Tensor> t;
+        for (size_t i = 0; i < sizes.size(); ++i) t.push_back(rand_t({sizes[i]}, stream * 10 + i, dt));
+        return t;
+      };
+      std::vector<Tensor> p = tensors(40), g = tensors(41), m = tensors(42), v = tensors(43);
+      for (Tensor& t : v) kern::unary(UnaryOp::exp, t.clone(), t);  // second moments are positive
+      auto clones = [](const std::vector<Tensor>& ts) {
+        std::vector<Tensor> c;
+        for (const Tensor& t : ts) c.push_back(t.clone());
+        return c;
+      };
+      const std::vector<Tensor> p0 = clones(p), g0 = clones(g), m0 = clones(m), v0 = clones(v);
+      Tensor sums = Tensor::empty({static_cast<int64_t>(sizes.size())}, DType::f64);
+      kern::multi_sum_squares(p, sums);
+      std::vector<AdamWParams> h;
+      for (int c : coeff_of) h.push_back(h2[static_cast<size_t>(c)]);
+      kern::multi_adamw_step(p, g, m, v, h, 0.75);
+      std::vector<Tensor> cpu = {sums};
+      for (auto* list : {&p, &g, &m, &v})
+        for (const Tensor& t : *list) cpu.push_back(t);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> ep = clones(p0), eg = clones(g0), em = clones(m0), ev = clones(v0);
+            Tensor es = Tensor::empty({static_cast<int64_t>(sizes.size())}, DType::f64);
+            auto run = [&](auto tag) {
+              using T = decltype(tag);
+              std::vector<T*> pp, gg, mm, vv;
+              for (size_t i = 0; i < sizes.size(); ++i)
+                pp.push_back(ep[i].data<T>()), gg.push_back(eg[i].data<T>()), mm.push_back(em[i].data<T>()),
+                    vv.push_back(ev[i].data<T>());
+              emu_bridge::multi_optim<T>(static_cast<int>(sizes.size()), pp.data(), gg.data(), mm.data(),
+                                         vv.data(), sizes.data(), hyper.data(), coeff_of.data(), 0.75,
+                                         es.data<double>());
+            };
+            if (dt == DType::f64)
+              run(double{});
+            else
+              run(float{});
+            std::vector<Tensor> e = {es};
+            for (auto* list : {&ep, &eg, &em, &ev})
+              for (const Tensor& t : *list) e.push_back(t);
+            return e;
+          },
+          tol);
+    }
+  }
+  {  // f32 to bf16 and back: the CPU's bits (round to nearest even, NaN kept)
+    const int64_t n = 1000;
+    std::vector<float> xs;
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<uint32_t> bits;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t b = bits(rng);
+      float f;
+      std::memcpy(&f, &b, sizeof f);
+      xs.push_back(f);
+    }
+    const Tensor x = Tensor::from_vector(xs, {n});
+    Tensor cpu_half = Tensor::empty({n}, DType::bf16), cpu_back = Tensor::empty({n}, DType::f32);
+    kern::cast(x, cpu_half);
+    kern::cast(cpu_half, cpu_back);
+    std::vector<uint16_t> half(static_cast<size_t>(n));
+    Tensor back = Tensor::empty({n}, DType::f32);
+    emu_bridge::bf16_round_trip(xs.data(), half.data(), back.data<float>(), n);
+    CHECK(std::memcmp(half.data(), cpu_half.raw(), half.size() * sizeof(uint16_t)) == 0);
+    CHECK(same_bits(back, cpu_back));
   }
 }
