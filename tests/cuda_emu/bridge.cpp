@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -328,6 +329,36 @@ void multi_optim(int count, T* const* p, T* const* g, T* const* m, T* const* v, 
   check(cu::launch_multi_adamw<T>(list), "launch_multi_adamw");
 }
 
+template <class T>
+void entropy_reg(const T* q, const T* k, const uint8_t* key, bool causal, const T* theta, double gamma,
+                 T* penalty, double* delta, double* active, const T* gpenalty, T* gq, T* gk, T* gtheta,
+                 int64_t B, int64_t NH, int64_t n, int64_t hs) {
+  cu::EntropyRegDims d;
+  d.B = B, d.NH = NH, d.T = n, d.HS = hs, d.causal = causal;
+  d.scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  d.logT = std::log(static_cast<double>(n));
+  std::vector<double> stats = scratch<double>(3 * B * NH * n), part = scratch<double>(B * NH),
+                      coef = scratch<double>(NH);
+  check(cu::launch_entropy_row_stats<T>(q, k, key, d, stats.data()), "launch_entropy_row_stats");
+  check(
+      cu::launch_entropy_penalty<T>(stats.data(), theta, key, d, gamma, part.data(), penalty, delta, active),
+      "launch_entropy_penalty");
+  check(cu::launch_entropy_coefs<T>(gpenalty, delta, active, key, d, coef.data(), gtheta),
+        "launch_entropy_coefs");
+  check(cu::launch_entropy_backward<T>(q, k, key, d, stats.data(), coef.data(), gq, gk),
+        "launch_entropy_backward");
+}
+
+template <class T>
+void eigen_reg(const T* wq, const T* wk, T* var, double* trace, const T* gvar, T* gwq, T* gwk, int64_t NH,
+               int64_t hs, int64_t C) {
+  std::vector<double> m = scratch<double>(NH * hs * hs);
+  check(cu::launch_qk_products<T>(wq, wk, NH, hs, C, m.data()), "launch_qk_products");
+  check(cu::launch_qk_eigen_variance<T>(m.data(), NH, hs, var, trace), "launch_qk_eigen_variance");
+  check(cu::launch_qk_eigen_backward<T>(wq, wk, m.data(), trace, gvar, NH, hs, C, gwq, gwk),
+        "launch_qk_eigen_backward");
+}
+
 #define SAOBP_EMU_ROWS(T)                                                                                    \
   template void layernorm<T>(const T*, const T*, const T*, double, T*, T*, T*, const T*, T*, T*, T*,         \
                              int64_t, int64_t);                                                              \
@@ -343,7 +374,10 @@ void multi_optim(int count, T* const* p, T* const* g, T* const* m, T* const* v, 
   template void unary<T>(int, const T*, T*, const T*, T*, int64_t);                                          \
   template void reduce_middle<T>(const T*, T*, int64_t, int64_t, int64_t, double);                           \
   template void multi_optim<T>(int, T* const*, T* const*, T* const*, T* const*, const int64_t*,              \
-                               const AdamWHyper*, const int*, double, double*);
+                               const AdamWHyper*, const int*, double, double*);                              \
+  template void entropy_reg<T>(const T*, const T*, const uint8_t*, bool, const T*, double, T*, double*,      \
+                               double*, const T*, T*, T*, T*, int64_t, int64_t, int64_t, int64_t);           \
+  template void eigen_reg<T>(const T*, const T*, T*, double*, const T*, T*, T*, int64_t, int64_t, int64_t);
 SAOBP_EMU_ROWS(float)
 SAOBP_EMU_ROWS(double)
 

@@ -119,6 +119,18 @@ template <class T>
 void multi_optim(int count, T* const* p, T* const* g, T* const* m, T* const* v, const int64_t* n,
                  const AdamWHyper* coeffs, const int* coeff_of, double grad_scale, double* sums);
 
+// regularizers.cu, as src/tensor/cuda/regularizers.cpp: Entropy-Reg of q, k (B, NH, T, HS) with
+// key (B, T) or nullptr and theta (NH): penalty (1), delta and active (NH, f64), then given
+// gpenalty the gradients gq, gk (written) and gtheta (NH, written); Eigen-Reg of wq, wk
+// (NH·HS, C): var (NH) and trace (NH, f64), then given gvar (NH) gwq and gwk (written).
+template <class T>
+void entropy_reg(const T* q, const T* k, const uint8_t* key, bool causal, const T* theta, double gamma,
+                 T* penalty, double* delta, double* active, const T* gpenalty, T* gq, T* gk, T* gtheta,
+                 int64_t B, int64_t NH, int64_t n, int64_t hs);
+template <class T>
+void eigen_reg(const T* wq, const T* wk, T* var, double* trace, const T* gvar, T* gwq, T* gwk, int64_t NH,
+               int64_t hs, int64_t C);
+
 // The emulator's own checks (selftest.cu). selftest_reduce: out[b] = the sum of in's block b
 // (256 values) by block_reduce, any_negative[b] = whether one was negative (__any_sync); "" or
 // the failure. selftest_neighbours: out[t] = what thread t reads of thread t+1's write (with or

@@ -4,9 +4,9 @@
 // as such), then the fused schedule of the materialized SAOBP attention (attention.cu,
 // SAOBP_FUSED_ATTENTION=1) against the unfused one and against the CPU twin's tile functions
 // (src/attention/cpu/bp_potts.cpp); then the other kernel files (nn.cu, reduce.cu, loss.cu,
-// embedding.cu, sink_gate.cu, rope.cu, random.cu, elementwise.cu, optim.cu) against the CPU's
-// kernels. The tiled kernels'
-// emulated tests are in tests/attention/test_attention_tiled.cpp.
+// embedding.cu, sink_gate.cu, rope.cu, random.cu, elementwise.cu, optim.cu, regularizers.cu)
+// against the CPU's kernels. The tiled kernels' emulated tests are in
+// tests/attention/test_attention_tiled.cpp.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -287,6 +287,15 @@ void check_emulated(const std::vector<Tensor>& cpu, F f, double tol) {
 template <class T>
 T* ptr(Tensor& t) {
   return t.data<T>();
+}
+
+// f(T{}) for T the element type of dt (f64 or f32).
+template <class F>
+void by_dtype(DType dt, F f) {
+  if (dt == DType::f64)
+    f(double{});
+  else
+    f(float{});
 }
 
 }  // namespace
@@ -614,10 +623,7 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
                                          vv.data(), sizes.data(), hyper.data(), coeff_of.data(), 0.75,
                                          es.data<double>());
             };
-            if (dt == DType::f64)
-              run(double{});
-            else
-              run(float{});
+            by_dtype(dt, run);
             std::vector<Tensor> e = {es};
             for (auto* list : {&ep, &eg, &em, &ev})
               for (const Tensor& t : *list) e.push_back(t);
@@ -646,5 +652,78 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
     emu_bridge::bf16_round_trip(xs.data(), half.data(), back.data<float>(), n);
     CHECK(std::memcmp(half.data(), cpu_half.raw(), half.size() * sizeof(uint16_t)) == 0);
     CHECK(same_bits(back, cpu_back));
+  }
+}
+
+// The baseline regularizers (regularizers.cu) under the emulator against the CPU's: Entropy-Reg
+// forward and backward for the encoder and the decoder with padding (heads both over and under
+// the threshold), and Eigen-Reg forward and backward.
+TEST_CASE("cuda emulator: Entropy-Reg and Eigen-Reg give the CPU's values", "[emu]") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f64 ? 1e-11 : 5e-5;
+    const int64_t B = 2, NH = 3, n = 21, hs = 8, C = 24;
+    const Tensor q = rand_t({B, NH, n, hs}, 50, dt), k = rand_t({B, NH, n, hs}, 51, dt);
+    std::vector<uint8_t> km(static_cast<size_t>(B * n), 1);
+    for (int64_t t = n - 6; t < n; ++t) km[static_cast<size_t>(n + t)] = 0;
+    const Tensor key = Tensor::from_vector(km, {B, n});
+    const Tensor theta = Tensor::from_vector(std::vector<double>{0.2, 0.9, 0.55}, {NH}).to(dt);
+    const Tensor gpenalty = Tensor::from_vector(std::vector<double>{1.5}, {}).to(dt);
+    for (bool causal : {false, true}) {
+      INFO("causal " << causal);
+      std::vector<Tensor> cpu = {Tensor::empty({}, dt),
+                                 Tensor::empty({NH}, DType::f64),
+                                 Tensor::empty({NH}, DType::f64),
+                                 Tensor::empty({B, NH, n, hs}, dt),
+                                 Tensor::empty({B, NH, n, hs}, dt),
+                                 Tensor::empty({NH}, dt)};
+      kern::entropy_reg_penalty_forward(q, k, key, causal, theta, 0.3, cpu[0], cpu[1], cpu[2]);
+      kern::entropy_reg_penalty_backward(q, k, key, causal, cpu[1], cpu[2], gpenalty, cpu[3], cpu[4], cpu[5]);
+      const auto active = cpu[2].to_vector<double>();
+      CHECK(std::count(active.begin(), active.end(), 1.0) > 0);
+      CHECK(std::count(active.begin(), active.end(), 0.0) > 0);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {Tensor::empty({}, dt),
+                                     Tensor::empty({NH}, DType::f64),
+                                     Tensor::empty({NH}, DType::f64),
+                                     Tensor::empty({B, NH, n, hs}, dt),
+                                     Tensor::empty({B, NH, n, hs}, dt),
+                                     Tensor::empty({NH}, dt)};
+            auto run = [&](auto tag) {
+              using T = decltype(tag);
+              emu_bridge::entropy_reg<T>(q.data<T>(), k.data<T>(), km.data(), causal, theta.data<T>(), 0.3,
+                                         e[0].data<T>(), e[1].data<double>(), e[2].data<double>(),
+                                         gpenalty.data<T>(), e[3].data<T>(), e[4].data<T>(), e[5].data<T>(),
+                                         B, NH, n, hs);
+            };
+            by_dtype(dt, run);
+            return e;
+          },
+          tol);
+    }
+    {  // Eigen-Reg
+      const Tensor wq = rand_t({NH * hs, C}, 52, dt), wk = rand_t({NH * hs, C}, 53, dt),
+                   gvar = rand_t({NH}, 54, dt);
+      std::vector<Tensor> cpu = {Tensor::empty({NH}, dt), Tensor::empty({NH}, DType::f64),
+                                 Tensor::empty({NH * hs, C}, dt), Tensor::empty({NH * hs, C}, dt)};
+      kern::qk_eigen_variance_forward(wq, wk, NH, cpu[0], cpu[1]);
+      kern::qk_eigen_variance_backward(wq, wk, cpu[1], gvar, cpu[2], cpu[3]);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {Tensor::empty({NH}, dt), Tensor::empty({NH}, DType::f64),
+                                     Tensor::empty({NH * hs, C}, dt), Tensor::empty({NH * hs, C}, dt)};
+            auto run = [&](auto tag) {
+              using T = decltype(tag);
+              emu_bridge::eigen_reg<T>(wq.data<T>(), wk.data<T>(), e[0].data<T>(), e[1].data<double>(),
+                                       gvar.data<T>(), e[2].data<T>(), e[3].data<T>(), NH, hs, C);
+            };
+            by_dtype(dt, run);
+            return e;
+          },
+          tol);
+    }
   }
 }
