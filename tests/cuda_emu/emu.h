@@ -1,5 +1,5 @@
 // The CUDA kernel emulator: the device side of CUDA C++ on the host, so the project's kernels run
-// and are tested on a machine without a GPU (tests/cuda_emu/README.md says what it checks and what it
+// and are tested on a machine without a GPU (README.md beside it says what it checks and what it
 // cannot).
 //
 // A translated .cu file (translate.cmake rewrites each `kernel<<<grid, block>>>(args);` into
@@ -16,7 +16,7 @@
 //                                          returned no longer counts, as on the GPU);
 //   __shfl_sync, __shfl_xor_sync, __any_sync  a barrier of the warp's lanes with an exchange;
 //                                          full warps only (every mask the kernels pass).
-// Each thread of a block is a fiber (ucontext) with a stack of its own; the block's fibers run
+// Each thread of a block is a fiber (Boost.Context) with a stack of its own; the block's fibers run
 // one at a time until each returns or waits at a barrier. The order in which they run is set by
 // set_order: a kernel whose result changes with it reads memory another thread writes without a
 // barrier between them (a race the GPU may or may not show). A deadlock (threads waiting at

@@ -10,7 +10,7 @@ namespace saobp::cuda {
 
 namespace {
 
-// out[block] = the sum of in over the block's kBlock elements, by block_reduce; out2[block] =
+// out[block] = the sum of in over the block's kBlock elements, by block_reduce; any_negative[block] =
 // whether any thread saw a negative input (__any_sync, then the block's warps in order).
 __global__ void reduce_kernel(const double* in, double* out, int* any_negative) {
   const double v = in[blockIdx.x * blockDim.x + threadIdx.x];
