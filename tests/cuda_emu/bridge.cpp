@@ -286,6 +286,33 @@ void bf16_round_trip(const float* x, uint16_t* bits, float* back, int64_t n) {
   check(cu::launch_from_bf16(bits, back, n), "launch_from_bf16");
 }
 
+template <class T>
+void fill_copy(T* out, const int64_t* out_strides, T value, const T* src, const int64_t* src_strides, T* dst,
+               const int64_t* dst_strides, bool accumulate, int dims, const int64_t* size) {
+  cu::Indexer<1> fix;
+  cu::Indexer<2> cix;
+  fix.dims = cix.dims = dims;
+  int64_t n = 1;
+  for (int d = 0; d < dims; ++d) {
+    fix.size[d] = cix.size[d] = size[d];
+    fix.stride[0][d] = out_strides[d];
+    cix.stride[0][d] = dst_strides[d], cix.stride[1][d] = src_strides[d];
+    n *= size[d];
+  }
+  check(cu::launch_fill<T>(out, fix, n, value), "launch_fill");
+  check(cu::launch_copy<T>(src, dst, cix, n, accumulate), "launch_copy");
+}
+
+void casts(const double* x, float* to_f32, const int32_t* ids, double* to_f64, int64_t n) {
+  check(cu::launch_cast<double, float>(x, to_f32, n), "launch_cast");
+  check(cu::launch_cast<int32_t, double>(ids, to_f64, n), "launch_cast");
+}
+
+template <class T>
+void axpby(const T* x, T alpha, T* y, T beta, int64_t n) {
+  check(cu::launch_axpby<T>(x, alpha, y, beta, beta == T(0), n), "launch_axpby");
+}
+
 // As src/tensor/cuda/reduce.cpp's reduce_sum_to for src (A, R, Bd) and dst (A, 1, Bd).
 template <class T>
 void reduce_middle(const T* src, T* dst, int64_t A, int64_t R, int64_t Bd, double alpha) {
@@ -372,6 +399,9 @@ void eigen_reg(const T* wq, const T* wk, T* var, double* trace, const T* gvar, T
   template void binary<T>(int, const T*, const T*, T*, int, const int64_t*, const int64_t*, const int64_t*,  \
                           const int64_t*);                                                                   \
   template void unary<T>(int, const T*, T*, const T*, T*, int64_t);                                          \
+  template void fill_copy<T>(T*, const int64_t*, T, const T*, const int64_t*, T*, const int64_t*, bool, int, \
+                             const int64_t*);                                                                \
+  template void axpby<T>(const T*, T, T*, T, int64_t);                                                       \
   template void reduce_middle<T>(const T*, T*, int64_t, int64_t, int64_t, double);                           \
   template void multi_optim<T>(int, T* const*, T* const*, T* const*, T* const*, const int64_t*,              \
                                const AdamWHyper*, const int*, double, double*);                              \

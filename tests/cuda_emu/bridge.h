@@ -104,6 +104,15 @@ void binary(int op, const T* a, const T* b, T* out, int dims, const int64_t* siz
 template <class T>
 void unary(int op, const T* x, T* y, const T* gy, T* gx, int64_t n);
 void bf16_round_trip(const float* x, uint16_t* bits, float* back, int64_t n);
+// elementwise.cu's strided fill (out at out_strides over `dims` dims of `size`) and copy (dst
+// (+)= src, src at its own strides, 0 where broadcast); f64 to f32 and i32 to f64 casts of n
+// values; y = alpha x + beta y (beta 0: y's contents ignored).
+template <class T>
+void fill_copy(T* out, const int64_t* out_strides, T value, const T* src, const int64_t* src_strides, T* dst,
+               const int64_t* dst_strides, bool accumulate, int dims, const int64_t* size);
+void casts(const double* x, float* to_f32, const int32_t* ids, double* to_f64, int64_t n);
+template <class T>
+void axpby(const T* x, T alpha, T* y, T beta, int64_t n);
 // reduce.cu: dst (A, 1, Bd) += alpha · the sums of src (A, R, Bd) over its middle dim, as
 // src/tensor/cuda/reduce.cpp's reduce_sum_to (chunks of rows, then their sums in order).
 template <class T>

@@ -508,7 +508,8 @@ TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the
 
 // The elementwise, reduction and optimizer kernels (elementwise.cu, reduce.cu, optim.cu) under
 // the emulator against the CPU's: broadcast binary operations, the unary functions and their
-// derivatives, bf16 rounding both ways (the bits exactly), a sum over a middle dim in chunks of
+// derivatives, bf16 rounding both ways and the other casts (the bits exactly), a strided fill, a
+// broadcast copy into a transposed view and axpby (exact), a sum over a middle dim in chunks of
 // rows, and the multi-tensor squared norms and AdamW of a training step (two sets of
 // coefficients, the gradients scaled first).
 TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the CPU's values", "[emu]") {
@@ -631,6 +632,48 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
           },
           tol);
     }
+  }
+  for (DType dt : {DType::f64, DType::f32}) {  // strided fill and copy, axpby
+    INFO(dtype_name(dt));
+    // out: a (3,4,5) tensor seen as (3,5,4) through its transpose; src: (1,5,1) broadcast.
+    const int64_t size[] = {3, 5, 4}, view[] = {20, 1, 5}, bcast[] = {0, 1, 0};
+    const Tensor src = rand_t({1, 5, 1}, 60, dt), x = rand_t({333}, 61, dt);
+    for (bool accumulate : {false, true}) {
+      std::vector<Tensor> cpu = {rand_t({3, 4, 5}, 62, dt), rand_t({3, 4, 5}, 63, dt), rand_t({333}, 64, dt)};
+      Tensor filled = cpu[0].transpose(1, 2), copied = cpu[1].transpose(1, 2);
+      kern::fill(filled, 0.375);
+      kern::copy(src.expand({3, 5, 4}), copied, accumulate);
+      kern::axpby(x, 1.5, cpu[2], accumulate ? -0.5 : 0.0);
+      check_emulated(
+          cpu,
+          [&](bool) {
+            std::vector<Tensor> e = {rand_t({3, 4, 5}, 62, dt), rand_t({3, 4, 5}, 63, dt),
+                                     rand_t({333}, 64, dt)};
+            auto run = [&](auto tag) {
+              using T = decltype(tag);
+              emu_bridge::fill_copy<T>(e[0].data<T>(), view, T(0.375), src.data<T>(), bcast, e[1].data<T>(),
+                                       view, accumulate, 3, size);
+              emu_bridge::axpby<T>(x.data<T>(), T(1.5), e[2].data<T>(), T(accumulate ? -0.5 : 0.0), 333);
+            };
+            by_dtype(dt, run);
+            return e;
+          },
+          0.0);
+    }
+  }
+  {  // f64 to f32 and i32 to f64
+    const int64_t n = 500;
+    const Tensor x = rand_t({n}, 65, DType::f64);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7919 - 1000000);
+    const Tensor idt = Tensor::from_vector(ids, {n});
+    Tensor cpu_f32 = Tensor::empty({n}, DType::f32), cpu_f64 = Tensor::empty({n}, DType::f64);
+    kern::cast(x, cpu_f32);
+    kern::cast(idt, cpu_f64);
+    Tensor f32 = Tensor::empty({n}, DType::f32), f64 = Tensor::empty({n}, DType::f64);
+    emu_bridge::casts(x.data<double>(), f32.data<float>(), ids.data(), f64.data<double>(), n);
+    CHECK(same_bits(f32, cpu_f32));
+    CHECK(same_bits(f64, cpu_f64));
   }
   {  // f32 to bf16 and back: the CPU's bits (round to nearest even, NaN kept)
     const int64_t n = 1000;
