@@ -321,11 +321,11 @@ std::vector<Tensor> tiled_emulated_t(const Tensor& q, const Tensor& k, const Ten
 std::vector<Tensor> tiled_emulated(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& km,
                                    const Tensor& lambda, const AttnParams& p, const Tensor& gout, bool staged,
                                    bool reverse = false) {
-  emu_bridge::set_reverse_order(reverse);
-  auto r = q.dtype() == DType::f64 ? tiled_emulated_t<double>(q, k, v, km, lambda, p, gout, staged)
+  auto run = [&] {
+    return q.dtype() == DType::f64 ? tiled_emulated_t<double>(q, k, v, km, lambda, p, gout, staged)
                                    : tiled_emulated_t<float>(q, k, v, km, lambda, p, gout, staged);
-  emu_bridge::set_reverse_order(false);
-  return r;
+  };
+  return reverse ? emu_bridge::in_reverse(run) : run();
 }
 
 // The inputs of one tiled call: q, k, v, the upstream gradient (B, NH, T, HS), the key mask of

@@ -12,6 +12,19 @@ namespace saobp::emu_bridge {
 // The order the threads of a block run in under the emulator (reverse: the last thread first).
 // A kernel that gives other bits in the other order has a race.
 void set_reverse_order(bool reverse);
+// f() with each block's threads in reverse order, and back to forward order after (a throw too).
+template <class F>
+auto in_reverse(F f) {
+  set_reverse_order(true);
+  try {
+    auto r = f();
+    set_reverse_order(false);
+    return r;
+  } catch (...) {
+    set_reverse_order(false);
+    throw;
+  }
+}
 
 // A launch that failed (bad configuration, deadlock, a shuffle with a returned lane), with the
 // emulator's reason.

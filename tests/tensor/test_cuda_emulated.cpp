@@ -23,23 +23,7 @@
 
 using namespace saobp;
 
-namespace {
-
-// Runs f with the emulator's blocks in reverse thread order, and back to forward after.
-template <class F>
-auto in_reverse(F f) {
-  emu_bridge::set_reverse_order(true);
-  try {
-    auto r = f();
-    emu_bridge::set_reverse_order(false);
-    return r;
-  } catch (...) {
-    emu_bridge::set_reverse_order(false);
-    throw;
-  }
-}
-
-}  // namespace
+using emu_bridge::in_reverse;
 
 TEST_CASE("cuda emulator: reductions, a race, a deadlock and a bad launch, each told as such", "[emu]") {
   const int blocks = 3, per = 256;
@@ -271,22 +255,17 @@ bool same_bits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw(), b.raw(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
 }
 
-// f(reverse) returns the emulated tensors; they must be cpu's within tol, the same bits in
-// either thread order.
+// f() returns the emulated tensors; they must be cpu's within tol, the same bits in either
+// thread order.
 template <class F>
 void check_emulated(const std::vector<Tensor>& cpu, F f, double tol) {
-  const std::vector<Tensor> fwd = f(false), rev = in_reverse([&] { return f(true); });
+  const std::vector<Tensor> fwd = f(), rev = in_reverse(f);
   REQUIRE(fwd.size() == cpu.size());
   for (size_t i = 0; i < cpu.size(); ++i) {
     INFO("tensor " << i);
     CHECK(near(fwd[i], cpu[i], tol));
     CHECK(same_bits(fwd[i], rev[i]));
   }
-}
-
-template <class T>
-T* ptr(Tensor& t) {
-  return t.data<T>();
 }
 
 // f(T{}) for T the element type of dt (f64 or f32).
@@ -323,17 +302,18 @@ TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give 
       kern::layernorm_backward(x, w, cpu[1], cpu[2], gy, cpu[3], cpu[4], cpu[5]);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = run(Device::cpu());
             if (dt == DType::f64)
               emu_bridge::layernorm(x.data<double>(), w.data<double>(), b.data<double>(), 1e-5,
-                                    ptr<double>(e[0]), ptr<double>(e[1]), ptr<double>(e[2]),
-                                    gy.data<double>(), ptr<double>(e[3]), ptr<double>(e[4]),
-                                    ptr<double>(e[5]), N, C);
+                                    e[0].data<double>(), e[1].data<double>(), e[2].data<double>(),
+                                    gy.data<double>(), e[3].data<double>(), e[4].data<double>(),
+                                    e[5].data<double>(), N, C);
             else
-              emu_bridge::layernorm(x.data<float>(), w.data<float>(), b.data<float>(), 1e-5, ptr<float>(e[0]),
-                                    ptr<float>(e[1]), ptr<float>(e[2]), gy.data<float>(), ptr<float>(e[3]),
-                                    ptr<float>(e[4]), ptr<float>(e[5]), N, C);
+              emu_bridge::layernorm(x.data<float>(), w.data<float>(), b.data<float>(), 1e-5,
+                                    e[0].data<float>(), e[1].data<float>(), e[2].data<float>(),
+                                    gy.data<float>(), e[3].data<float>(), e[4].data<float>(),
+                                    e[5].data<float>(), N, C);
             return e;
           },
           tol);
@@ -346,14 +326,14 @@ TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give 
         kern::gelu_backward(x, gy, cpu[1], tanh_approx, true);
         check_emulated(
             cpu,
-            [&](bool) {
+            [&] {
               std::vector<Tensor> e = {Tensor::empty({N * C}, dt), rand_t({N * C}, 10, dt)};
               if (dt == DType::f64)
-                emu_bridge::gelu(x.data<double>(), ptr<double>(e[0]), gy.data<double>(), ptr<double>(e[1]),
-                                 N * C, tanh_approx);
+                emu_bridge::gelu(x.data<double>(), e[0].data<double>(), gy.data<double>(),
+                                 e[1].data<double>(), N * C, tanh_approx);
               else
-                emu_bridge::gelu(x.data<float>(), ptr<float>(e[0]), gy.data<float>(), ptr<float>(e[1]), N * C,
-                                 tanh_approx);
+                emu_bridge::gelu(x.data<float>(), e[0].data<float>(), gy.data<float>(), e[1].data<float>(),
+                                 N * C, tanh_approx);
               return e;
             },
             tol);
@@ -370,14 +350,14 @@ TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give 
       kern::cross_entropy_backward(logits, targets, cpu[1], gloss, -100, cpu[2], true);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {Tensor::empty({N}, dt), Tensor::empty({N}, dt), rand_t({N, V}, 13, dt)};
             if (dt == DType::f64)
-              emu_bridge::cross_entropy(logits.data<double>(), t.data(), -100, ptr<double>(e[0]),
-                                        ptr<double>(e[1]), gloss.data<double>(), ptr<double>(e[2]), N, V);
+              emu_bridge::cross_entropy(logits.data<double>(), t.data(), -100, e[0].data<double>(),
+                                        e[1].data<double>(), gloss.data<double>(), e[2].data<double>(), N, V);
             else
-              emu_bridge::cross_entropy(logits.data<float>(), t.data(), -100, ptr<float>(e[0]),
-                                        ptr<float>(e[1]), gloss.data<float>(), ptr<float>(e[2]), N, V);
+              emu_bridge::cross_entropy(logits.data<float>(), t.data(), -100, e[0].data<float>(),
+                                        e[1].data<float>(), gloss.data<float>(), e[2].data<float>(), N, V);
             return e;
           },
           tol);
@@ -393,14 +373,14 @@ TEST_CASE("cuda emulator: LayerNorm, GELU, cross-entropy and the embedding give 
       kern::embedding_backward(idt, gout, cpu[1]);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {Tensor::empty({N, C}, dt), rand_t({Vs, C}, 16, dt)};
             if (dt == DType::f64)
-              emu_bridge::embedding(weight.data<double>(), ids.data(), ptr<double>(e[0]), gout.data<double>(),
-                                    ptr<double>(e[1]), N, C, Vs);
+              emu_bridge::embedding(weight.data<double>(), ids.data(), e[0].data<double>(),
+                                    gout.data<double>(), e[1].data<double>(), N, C, Vs);
             else
-              emu_bridge::embedding(weight.data<float>(), ids.data(), ptr<float>(e[0]), gout.data<float>(),
-                                    ptr<float>(e[1]), N, C, Vs);
+              emu_bridge::embedding(weight.data<float>(), ids.data(), e[0].data<float>(), gout.data<float>(),
+                                    e[1].data<float>(), N, C, Vs);
             return e;
           },
           tol);
@@ -440,14 +420,14 @@ TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the
         CHECK(std::count(kept.begin(), kept.end(), 1.0) > 0);
         check_emulated(
             cpu,
-            [&](bool) {
+            [&] {
               std::vector<Tensor> e = {Tensor::empty({B, NH}, dt)};
               if (dt == DType::f64)
-                emu_bridge::sink_gate(probs.data<double>(), km.data(), 0.5, fraction, ptr<double>(e[0]), B,
+                emu_bridge::sink_gate(probs.data<double>(), km.data(), 0.5, fraction, e[0].data<double>(), B,
                                       NH, n);
               else
-                emu_bridge::sink_gate(probs.data<float>(), km.data(), 0.5, fraction, ptr<float>(e[0]), B, NH,
-                                      n);
+                emu_bridge::sink_gate(probs.data<float>(), km.data(), 0.5, fraction, e[0].data<float>(), B,
+                                      NH, n);
               return e;
             },
             0.0);
@@ -462,13 +442,13 @@ TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the
           kern::rope(x, 10000.0, inverse, cpu[0], offset);
           check_emulated(
               cpu,
-              [&](bool) {
+              [&] {
                 std::vector<Tensor> e = {Tensor::empty({B, NH, n, hs}, dt)};
                 if (dt == DType::f64)
-                  emu_bridge::rope(x.data<double>(), 10000.0, inverse, ptr<double>(e[0]), B * NH * n, n, hs,
+                  emu_bridge::rope(x.data<double>(), 10000.0, inverse, e[0].data<double>(), B * NH * n, n, hs,
                                    offset);
                 else
-                  emu_bridge::rope(x.data<float>(), 10000.0, inverse, ptr<float>(e[0]), B * NH * n, n, hs,
+                  emu_bridge::rope(x.data<float>(), 10000.0, inverse, e[0].data<float>(), B * NH * n, n, hs,
                                    offset);
                 return e;
               },
@@ -485,22 +465,22 @@ TEST_CASE("cuda emulator: the sink gate, RoPE, random draws and dropout give the
         kern::fill_random(cpu[0], normal ? RandomKind::normal : RandomKind::uniform, 0.5, 2.0, key);
         kern::dropout_forward(x, 0.3, key, cpu[1], cpu[2]);
         kern::dropout_backward(gy, cpu[2], 0.3, cpu[3], true);
-        auto run = [&](bool) {
+        auto run = [&] {
           std::vector<Tensor> e = {Tensor::empty({n}, dt), Tensor::empty({n}, dt),
                                    Tensor::empty({n}, DType::u8), rand_t({n}, 23, dt)};
           uint8_t* mask = e[2].data<uint8_t>();
           if (dt == DType::f64)
-            emu_bridge::random_and_dropout(ptr<double>(e[0]), normal, 0.5, 2.0, x.data<double>(), 0.3,
-                                           ptr<double>(e[1]), mask, gy.data<double>(), ptr<double>(e[3]), n,
-                                           key.seed, key.stream, key.offset);
+            emu_bridge::random_and_dropout(e[0].data<double>(), normal, 0.5, 2.0, x.data<double>(), 0.3,
+                                           e[1].data<double>(), mask, gy.data<double>(), e[3].data<double>(),
+                                           n, key.seed, key.stream, key.offset);
           else
-            emu_bridge::random_and_dropout(ptr<float>(e[0]), normal, 0.5, 2.0, x.data<float>(), 0.3,
-                                           ptr<float>(e[1]), mask, gy.data<float>(), ptr<float>(e[3]), n,
+            emu_bridge::random_and_dropout(e[0].data<float>(), normal, 0.5, 2.0, x.data<float>(), 0.3,
+                                           e[1].data<float>(), mask, gy.data<float>(), e[3].data<float>(), n,
                                            key.seed, key.stream, key.offset);
           return e;
         };
         check_emulated(cpu, run, tol);
-        CHECK(same_bits(run(false)[2], cpu[2]));  // the dropout mask exactly
+        CHECK(same_bits(run()[2], cpu[2]));  // the dropout mask exactly
       }
     }
   }
@@ -527,13 +507,13 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
         kern::binary(ops[op], a.expand({4, 5, 9}), b.expand({4, 5, 9}), cpu[0]);
         check_emulated(
             cpu,
-            [&](bool) {
+            [&] {
               std::vector<Tensor> e = {Tensor::empty({4, 5, 9}, dt)};
               if (dt == DType::f64)
-                emu_bridge::binary(op, a.data<double>(), b.data<double>(), ptr<double>(e[0]), 3, size, sa, sb,
-                                   so);
+                emu_bridge::binary(op, a.data<double>(), b.data<double>(), e[0].data<double>(), 3, size, sa,
+                                   sb, so);
               else
-                emu_bridge::binary(op, a.data<float>(), b.data<float>(), ptr<float>(e[0]), 3, size, sa, sb,
+                emu_bridge::binary(op, a.data<float>(), b.data<float>(), e[0].data<float>(), 3, size, sa, sb,
                                    so);
               return e;
             },
@@ -552,14 +532,14 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
         kern::unary_backward(ops[op], x, cpu[0], gy, cpu[1]);
         check_emulated(
             cpu,
-            [&](bool) {
+            [&] {
               std::vector<Tensor> e = {Tensor::empty({n}, dt), rand_t({n}, 34, dt)};
               if (dt == DType::f64)
-                emu_bridge::unary(op, x.data<double>(), ptr<double>(e[0]), gy.data<double>(),
-                                  ptr<double>(e[1]), n);
+                emu_bridge::unary(op, x.data<double>(), e[0].data<double>(), gy.data<double>(),
+                                  e[1].data<double>(), n);
               else
-                emu_bridge::unary(op, x.data<float>(), ptr<float>(e[0]), gy.data<float>(), ptr<float>(e[1]),
-                                  n);
+                emu_bridge::unary(op, x.data<float>(), e[0].data<float>(), gy.data<float>(),
+                                  e[1].data<float>(), n);
               return e;
             },
             tol);
@@ -571,12 +551,12 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
       kern::reduce_sum_to(src, cpu[0], 0.5, true);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {rand_t({6, 1, 7}, 36, dt)};
             if (dt == DType::f64)
-              emu_bridge::reduce_middle(src.data<double>(), ptr<double>(e[0]), 6, 50, 7, 0.5);
+              emu_bridge::reduce_middle(src.data<double>(), e[0].data<double>(), 6, 50, 7, 0.5);
             else
-              emu_bridge::reduce_middle(src.data<float>(), ptr<float>(e[0]), 6, 50, 7, 0.5);
+              emu_bridge::reduce_middle(src.data<float>(), e[0].data<float>(), 6, 50, 7, 0.5);
             return e;
           },
           0.0);  // sums in double in the CPU's order
@@ -611,7 +591,7 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
         for (const Tensor& t : *list) cpu.push_back(t);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> ep = clones(p0), eg = clones(g0), em = clones(m0), ev = clones(v0);
             Tensor es = Tensor::empty({static_cast<int64_t>(sizes.size())}, DType::f64);
             auto run = [&](auto tag) {
@@ -646,7 +626,7 @@ TEST_CASE("cuda emulator: elementwise, reduction and optimizer kernels give the 
       kern::axpby(x, 1.5, cpu[2], accumulate ? -0.5 : 0.0);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {rand_t({3, 4, 5}, 62, dt), rand_t({3, 4, 5}, 63, dt),
                                      rand_t({333}, 64, dt)};
             auto run = [&](auto tag) {
@@ -727,7 +707,7 @@ TEST_CASE("cuda emulator: Entropy-Reg and Eigen-Reg give the CPU's values", "[em
       CHECK(std::count(active.begin(), active.end(), 0.0) > 0);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {Tensor::empty({}, dt),
                                      Tensor::empty({NH}, DType::f64),
                                      Tensor::empty({NH}, DType::f64),
@@ -755,7 +735,7 @@ TEST_CASE("cuda emulator: Entropy-Reg and Eigen-Reg give the CPU's values", "[em
       kern::qk_eigen_variance_backward(wq, wk, cpu[1], gvar, cpu[2], cpu[3]);
       check_emulated(
           cpu,
-          [&](bool) {
+          [&] {
             std::vector<Tensor> e = {Tensor::empty({NH}, dt), Tensor::empty({NH}, DType::f64),
                                      Tensor::empty({NH * hs, C}, dt), Tensor::empty({NH * hs, C}, dt)};
             auto run = [&](auto tag) {
