@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds the CPU reference, runs every test; when nvcc is present also
-# builds the CUDA backend (a compile check) and, when a GPU is present, runs the tests there.
+# Installs what is missing, builds the CPU reference, runs every test (the CUDA backend's on an
+# emulated GPU too); when nvcc is present also builds the CUDA backend (a compile check) and,
+# when a GPU is present, runs the tests there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # chromium: the report test renders the HTML headless; fortunes: the real data of the fortunes
@@ -16,6 +17,13 @@ echo "== CPU build (Release, SAOBP_CUDA=OFF; tools/build.sh, shared with quickst
 bash tools/build.sh
 echo "== CPU tests"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -j "$jobs" --output-on-failure
+
+# The whole CUDA backend built for the CPU under the emulator (SAOBP_CUDA=EMU, build-emu/,
+# tests/cuda_emu/README.md) and its [cuda] tests run on the emulated GPU: the backend's logic,
+# host halves included, checked on a machine without a GPU. It shares the compiler cache with
+# build/ above: only the GPU sources and the kernels' dispatchers compile anew.
+echo "== CUDA backend on the emulated GPU (tools/emu_check.sh)"
+bash tools/emu_check.sh quick
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (docs/reliability.md):
 # any report (out-of-bounds access, use after free, leak, signed overflow, misaligned or invalid

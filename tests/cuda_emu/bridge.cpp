@@ -1,5 +1,6 @@
-// The emulator's bridge (bridge.h): compiled like a translated .cu file (emu.h in front,
-// -Dcuda=cuda_emu), so the launchers it calls are the emulated ones of saobp::cuda_emu.
+// The emulator's bridge (bridge.h): compiled like a translated .cu file (emu.h in front), so the
+// launchers it calls are the emulated ones: the test library's copy (saobp::cuda_emu, by
+// -Dcuda=cuda_emu) or, in the emulated backend (SAOBP_CUDA=EMU), the library's own.
 #include "bridge.h"
 
 #include <algorithm>
@@ -15,7 +16,7 @@
 
 namespace saobp::emu_bridge {
 
-namespace cu = saobp::cuda_emu;
+namespace cu = saobp::cuda;
 
 namespace {
 

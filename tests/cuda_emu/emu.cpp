@@ -34,7 +34,7 @@
 #include <boost/context/preallocated.hpp>
 #include <boost/context/stack_context.hpp>
 
-namespace saobp::cuda_emu {
+namespace saobp::cuda {
 
 namespace {
 cudaError_t g_last = cudaSuccess;
@@ -46,18 +46,42 @@ cudaError_t cudaGetLastError() {
   return e;
 }
 cudaError_t cudaPeekAtLastError() { return g_last; }
+namespace emu {
+cudaError_t set_last_error(cudaError_t e) {
+  if (e != cudaSuccess) g_last = e;
+  return e;
+}
+}  // namespace emu
+namespace {
+// The codes the emulator gives: cudaGetErrorName's and cudaGetErrorString's answers.
+struct ErrorText {
+  cudaError_t code;
+  const char *name, *text;
+};
+constexpr ErrorText kErrors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+};
+const ErrorText* error_text(cudaError_t e) {
+  for (const ErrorText& t : kErrors)
+    if (t.code == e) return &t;
+  return nullptr;
+}
+}  // namespace
+
 const char* cudaGetErrorString(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorInvalidValue:
-      return "invalid argument";
-    case cudaErrorInvalidConfiguration:
-      return "invalid configuration argument";
-    case cudaErrorLaunchFailure:
-      return "unspecified launch failure";
-  }
-  return "unknown error";
+  const ErrorText* t = error_text(e);
+  return t ? t->text : "unknown error";
+}
+const char* cudaGetErrorName(cudaError_t e) {
+  const ErrorText* t = error_text(e);
+  return t ? t->name : "cudaErrorUnknown";
 }
 
 namespace emu {
@@ -385,4 +409,4 @@ void set_order(Order o) { st().order = o; }
 std::string last_failure() { return st().last_failure; }
 
 }  // namespace emu
-}  // namespace saobp::cuda_emu
+}  // namespace saobp::cuda

@@ -4,8 +4,10 @@
 //
 // A translated .cu file (translate.cmake rewrites each `kernel<<<grid, block>>>(args);` into
 // `emu::Launch(grid, block).run([=] { kernel(args); });`) is compiled by the host compiler with
-// this header forced in front (-include), the shadow cuda_runtime.h of include/ on the path and
-// -Dcuda=cuda_emu, so its saobp::cuda becomes saobp::cuda_emu and links beside the real backend.
+// this header forced in front (-include) and the shadow cuda_runtime.h of include/ on the path.
+// Everything here is written in saobp::cuda, the backend's namespace: the kernel emulator of the
+// test builds adds -Dcuda=cuda_emu, so its copy becomes saobp::cuda_emu and links beside the real
+// backend; the emulated backend (SAOBP_CUDA=EMU) keeps the name, being the only backend there.
 //
 // What the kernels see:
 //   __global__, __device__, __host__       nothing: plain host functions;
@@ -41,7 +43,7 @@
 #define __shared__ static
 #define __restrict__ __restrict
 
-namespace saobp::cuda_emu::emu {
+namespace saobp::cuda::emu {
 
 const uint3& thread_idx();
 const uint3& block_idx();
@@ -70,6 +72,9 @@ struct Launch {
   }
 };
 
+// Makes e (unless cudaSuccess) the last error, as a failing runtime call does; returns e.
+cudaError_t set_last_error(cudaError_t e);
+
 // The order the fibers of a block run in (forward: thread 0 first).
 enum class Order { forward, reverse };
 void set_order(Order o);
@@ -90,29 +95,29 @@ T from_bits(uint64_t b) {
   return v;
 }
 
-}  // namespace saobp::cuda_emu::emu
+}  // namespace saobp::cuda::emu
 
-#define threadIdx (::saobp::cuda_emu::emu::thread_idx())
-#define blockIdx (::saobp::cuda_emu::emu::block_idx())
-#define blockDim (::saobp::cuda_emu::emu::block_dim())
-#define gridDim (::saobp::cuda_emu::emu::grid_dim())
+#define threadIdx (::saobp::cuda::emu::thread_idx())
+#define blockIdx (::saobp::cuda::emu::block_idx())
+#define blockDim (::saobp::cuda::emu::block_dim())
+#define gridDim (::saobp::cuda::emu::grid_dim())
 
-inline void __syncthreads() { ::saobp::cuda_emu::emu::syncthreads(); }
+inline void __syncthreads() { ::saobp::cuda::emu::syncthreads(); }
 
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  namespace e = ::saobp::cuda_emu::emu;
+  namespace e = ::saobp::cuda::emu;
   const int base = e::lane() / width * width;
   return e::from_bits<T>(e::warp_exchange(mask, e::to_bits(v), base + src % width));
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  namespace e = ::saobp::cuda_emu::emu;
+  namespace e = ::saobp::cuda::emu;
   const int src = e::lane() ^ lane_mask;
   return e::from_bits<T>(
       e::warp_exchange(mask, e::to_bits(v), src / width == e::lane() / width ? src : e::lane()));
 }
-inline int __any_sync(unsigned mask, int pred) { return ::saobp::cuda_emu::emu::warp_any(mask, pred != 0); }
+inline int __any_sync(unsigned mask, int pred) { return ::saobp::cuda::emu::warp_any(mask, pred != 0); }
 
 // The arithmetic intrinsics that keep nvcc from contracting a product into an FMA: on the host
 // (-ffp-contract=off) the plain operations round the same way.

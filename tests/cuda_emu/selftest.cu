@@ -50,8 +50,8 @@ __global__ void nothing_kernel() {}
 
 namespace saobp::emu_bridge {
 
-namespace cu = saobp::cuda_emu;
-using namespace saobp::cuda_emu;  // the kernels above
+namespace cu = saobp::cuda;
+using namespace saobp::cuda;  // the kernels above
 
 std::string selftest_reduce(const double* in, int blocks, double* out, int* any_negative) {
   reduce_kernel<<<blocks, cu::kBlock>>>(in, out, any_negative);

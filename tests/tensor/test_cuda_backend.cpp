@@ -900,9 +900,21 @@ TEST_CASE("cuda fused attention: every variant, causal, padding, BP steps", "[cu
           }
 }
 
+namespace {
+// The case in f64: the same values (f32 inputs widen exactly), the reference of an f32 run.
+AttnCase in_f64(const AttnCase& a) {
+  auto wide = [](const Tensor& t) { return t.defined() && t.dtype() != DType::u8 ? t.to(DType::f64) : t; };
+  return {wide(a.q), wide(a.k), wide(a.v), a.key_mask, wide(a.lambda), wide(a.gout), a.p};
+}
+}  // namespace
+
 // The fused schedule of the attention's maps (SAOBP_FUSED_ATTENTION=1; src/attention/cuda/
-// attention.cu) against the unfused one (the default) on the same GPU, and both against the CPU:
-// original and every Potts setting, including the leaking decoder, with rows longer than a warp's
+// attention.cu) against the unfused one (the default) on the same GPU, and both against the CPU.
+// In f32 "against the CPU" means as accurate as the CPU: within 4 times the CPU's own distance
+// from the f64 result, or 1e-5 where that is larger. BP-Low's three steps amplify an f32 rounding
+// about 30-fold (gq, gk: the CPU's f32 result is 3.4e-5 from f64), so two correct f32 results
+// can be 7e-5 apart, past a fixed 1e-5 between them (seen under the emulated backend).
+// Original and every Potts setting, including the leaking decoder, with rows longer than a warp's
 // 32 lanes. The forward forms the same logits and runs the same softmax code (softmax_row.cuh):
 // the maps and the output are equal. The backward forms the same dP, y and ds values in other
 // kernels (equal but for how the compiler contracts them); ∂L/∂λ sums its terms by rows where the
@@ -938,12 +950,13 @@ TEST_CASE("cuda fused attention schedule gives the unfused one's values", "[cuda
               const auto cpu = run_attention(a, kCpu), unfused = run_attention(a, kGpu);
               const auto fused =
                   test::with_env("SAOBP_FUSED_ATTENTION", "1", [&] { return run_attention(a, kGpu); });
+              const auto exact = dt == DType::f64 ? cpu : run_attention(in_f64(a), kCpu);
               const double close = dt == DType::f64 ? 1e-14 : 1e-6;
               for (size_t i = 0; i < cpu.size(); ++i) {
                 const bool lambda_grad = i == 7;
                 if (!cpu[i].defined() || (lambda_grad && !potts)) continue;
                 INFO(kAttnNames[i]);
-                CHECK(rel_err(cpu[i], fused[i]) <= tolerance(dt));
+                CHECK(rel_err(exact[i], fused[i]) <= std::max(tolerance(dt), 4 * rel_err(exact[i], cpu[i])));
                 if (i < 3)  // out, probs, saved
                   CHECK(rel_err(unfused[i], fused[i]) == 0);
                 else

@@ -20,12 +20,14 @@
 //     suffix sums dF) and one row pass that forms dP from them, its softmax backward through P
 //     and the update of ds, with ∂L/∂c summed per row; original's ds is written, not added to
 //     zeros; and the kernels that write B and ds write their bf16 copies too (write_half).
-// State: the fused schedule's kernels pass under the CUDA kernel emulator (tests/cuda_emu; the
+// State: the fused schedule passes under the CUDA emulator (tests/cuda_emu): its kernels in the
 // [emu] test "cuda emulator: the fused attention schedule gives the unfused one's maps and
-// gradients": the unfused schedule's values, the CPU twin's within rounding, no race), but have
-// not run on a GPU yet, where its speed is the point. The [cuda] tests "cuda fused attention
-// schedule gives the unfused one's values" and "cuda bf16 attention: the fused schedule gives the
-// unfused one's results", and gpu_check.sh's `fused` stage, are its checks there.
+// gradients" (the unfused schedule's values, the CPU twin's within rounding, no race), and the
+// whole backend with it switched on in the [cuda] tests on the emulated GPU (tools/emu_check.sh
+// full), among them "cuda fused attention schedule gives the unfused one's values" and "cuda
+// bf16 attention: the fused schedule gives the unfused one's results". It has not run on a GPU
+// yet, where its speed is the point: those tests and gpu_check.sh's `fused` stage are its checks
+// there.
 #include <type_traits>
 
 #include "attention/cuda/launch.h"

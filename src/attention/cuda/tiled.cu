@@ -24,9 +24,10 @@
 // State: this schedule (a block per query block) passed its [cuda][tiled] tests and
 // compute-sanitizer on an H200 and ran at 10x the materialized kernel's step time at T = 2048
 // (docs/performance.md, with why: mostly the uncoalesced operand reads of s and dO Vᵀ). The
-// staged tile products (SAOBP_TILED_STAGED=1) pass under the CUDA kernel emulator (tests/cuda_emu:
-// the unstaged bits, in either thread order) but have not run on a GPU: opt-in until their test
-// has passed there and gpu_check.sh has timed them. What would make it fast beyond this:
+// staged tile products (SAOBP_TILED_STAGED=1) pass under the CUDA emulator (tests/cuda_emu: the
+// unstaged bits, in either thread order; the [cuda] tests on the emulated GPU with them switched
+// on) but have not run on a GPU: opt-in until their test has passed there and gpu_check.sh has
+// timed them. What would make it fast beyond this:
 // the tile products on tensor cores, more than one thread block per SM, and the ∂L/∂c sum as a
 // fixed-order tree rather than one thread.
 #include "attention/cuda/launch.h"

@@ -1,7 +1,7 @@
 // CUB's DeviceRadixSort::SortPairs as the emulated kernels see it (emu.h): a stable sort of the
 // pairs by the keys' bits [begin_bit, end_bit), on the host, with CUB's two-call protocol (a
-// first call with no temporary storage asks for its size). In saobp::cuda_emu, the namespace of
-// the translated files, so `cub::` there finds it.
+// first call with no temporary storage asks for its size). In saobp::cuda, the namespace of
+// the translated files (renamed with them, as cuda_runtime.h says), so `cub::` there finds it.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -11,7 +11,7 @@
 
 #include "cuda_runtime.h"
 
-namespace saobp::cuda_emu::cub {
+namespace saobp::cuda::cub {
 
 struct DeviceRadixSort {
   template <class K, class V>
@@ -41,4 +41,4 @@ struct DeviceRadixSort {
   }
 };
 
-}  // namespace saobp::cuda_emu::cub
+}  // namespace saobp::cuda::cub
