@@ -214,7 +214,7 @@ SquadDataset read_squad(const std::string& path, const ReadOptions& opt) {
   if (const std::string e = utf8_error(path, text); !e.empty()) throw Error("[benchmarks] " + e);
 
   SquadDataset ds;
-  Reader r{path, text, opt, ds};
+  Reader r{path, text, opt, ds, false, {}, {}};
   const char* read = text.data();  // how far the parser has read (ReadCursor)
   std::string top_key;             // the member of the top-level object being parsed
   bool in_data = false;            // inside the "data" list
