@@ -24,19 +24,23 @@ namespace saobp::fuzz {
 
 namespace fs = std::filesystem;
 
-// The process's own folder under $TMPDIR (default /tmp), made on first use.
+// The process's own folder under $TMPDIR (default /tmp), made on first use and removed at exit.
+// The path is made once and never destroyed: a static path would be destroyed at exit before the
+// handler that removes the folder runs (the handler is registered first, so it runs last), and
+// the handler would read freed memory (libFuzzer ends a run with exit()).
 inline const fs::path& temp_root() {
-  static const fs::path root = [] {
+  static const fs::path* const root = [] {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/saobp-fuzz-XXXXXX";
     if (!mkdtemp(pattern.data())) std::abort();
+    const auto* made = new fs::path(pattern);
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(temp_root(), ec);
     });
-    return fs::path(pattern);
+    return made;
   }();
-  return root;
+  return *root;
 }
 
 // An empty temp_root()/case/ for the current input.

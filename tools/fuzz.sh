@@ -30,7 +30,7 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The harnesses' scratch folders (fuzz/harness.h temp_root) go under a folder of this run, emptied
-# after each harness: libFuzzer ends a timed run without the exit handlers that would remove them.
+# after each harness: a harness removes its own at exit, but not when it dies on a finding.
 # Every input is written there as files, so it sits in memory (/dev/shm) where the machine has
 # it: on disk the file system's journal and writeback halve the executions per second (the race
 # harness, 3000 inputs: 375 against 750 per second on the 2-core machine).
@@ -48,7 +48,13 @@ for h in "${harnesses[@]}"; do
   if ! "$dir/fuzz_$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$dir/artifacts/$h/" \
     "$dir/corpus/$h" "$dir/seeds/$h" "fuzz/corpus/$h" >"$dir/fuzz_$h.log" 2>&1; then
-    tail -60 "$dir/fuzz_$h.log"
+    # The whole sanitizer or libFuzzer report (where the memory was freed and allocated comes
+    # after the faulting stack), else the log's end.
+    if grep -qE '^==[0-9]+== ?ERROR|runtime error:' "$dir/fuzz_$h.log"; then
+      sed -nE '/^==[0-9]+== ?ERROR|runtime error:/,$p' "$dir/fuzz_$h.log" | head -250
+    else
+      tail -60 "$dir/fuzz_$h.log"
+    fi
     echo "fuzz: $h found a problem; the input is in $dir/artifacts/$h/ (log: $dir/fuzz_$h.log)" >&2
     exit 1
   fi
