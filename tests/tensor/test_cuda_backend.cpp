@@ -226,6 +226,18 @@ TEST_CASE("cuda bf16 casts give the CPU's bits", "[cuda]") {
   Tensor copied = Tensor::empty(hc.shape(), DType::bf16, kGpu);  // bf16 -> bf16 copies the bits
   kern::cast(gpu(hc), copied);
   CHECK(bitwise_equal(hc, copied));
+  // Four elements a thread where the pointers are aligned, one at a time where not, and the last
+  // n % 4 alone: slices starting at each of 4 offsets, of each length modulo 4.
+  const Tensor flat = src.view({-1}), flat_g = gpu(flat), half_g = flat_g.to(DType::bf16);
+  for (int64_t start : {0, 1, 2, 3})
+    for (int64_t len : {4000, 4001, 4002, 4003, 1, 2, 3}) {
+      INFO("start " << start << " length " << len);
+      const Tensor want = flat.slice(0, start, start + len).to(DType::bf16);
+      const Tensor got = flat_g.slice(0, start, start + len).to(DType::bf16);
+      CHECK(bitwise_equal(want, got));
+      const Tensor back = half_g.slice(0, start, start + len).to(DType::f32);
+      CHECK(bitwise_equal(want.to(DType::f32), back));
+    }
 }
 
 TEST_CASE("cuda fill_random draws the CPU's Philox numbers", "[cuda]") {
@@ -821,6 +833,33 @@ TEST_CASE("cuda cross_entropy forward and backward", "[cuda]") {
       CHECK_CLOSE(gl_c, g1[2], dt);
       for (size_t i = 0; i < g1.size(); ++i) CHECK(bitwise_equal(g1[i], g2[i]));
     }
+  {  // non-finite rows give what the CPU's two-pass form gives (the GPU reads a row once)
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const int64_t N = 6, V = 700;
+    Tensor logits = randn({N, V}, DType::f32, 38, 4.0);
+    float* x = logits.data<float>();
+    for (int64_t v = 0; v < V; v += 3) x[v] = -inf;           // row 0: a third masked
+    for (int64_t v = 0; v < V; ++v) x[V + v] = -inf;          // row 1: all masked
+    x[2 * V + 650] = nan;                                     // row 2: a NaN late in the row
+    x[3 * V + 5] = inf;                                       // row 3: +inf
+    for (int64_t v = 0; v < V - 1; ++v) x[4 * V + v] = -inf;  // row 4: one value left, the last
+    x[5 * V + 0] = 80.0f;                                     // row 5: the max first
+    const Tensor targets = Tensor::from_vector(std::vector<int32_t>{1, 2, 3, 4, V - 1, 9}, {N});
+    Tensor loss_c = Tensor::empty({N}, DType::f32), lse_c = Tensor::empty({N}, DType::f32);
+    kern::cross_entropy_forward(logits, targets, ignore, loss_c, lse_c);
+    Tensor loss_g = Tensor::empty({N}, DType::f32, kGpu), lse_g = Tensor::empty({N}, DType::f32, kGpu);
+    kern::cross_entropy_forward(gpu(logits), gpu(targets), ignore, loss_g, lse_g);
+    const auto c = lse_c.to_vector<float>(), g = lse_g.to_vector<float>();
+    for (int64_t n = 0; n < N; ++n) {
+      INFO("row " << n << " cpu " << c[n] << " gpu " << g[n]);
+      CHECK(std::isnan(c[n]) == std::isnan(g[n]));
+      if (!std::isnan(c[n])) CHECK(std::abs(c[n] - g[n]) <= 1e-5f * std::max(1.0f, std::abs(c[n])));
+    }
+    CHECK(std::isnan(g[1]));
+    CHECK(std::isnan(g[2]));
+    CHECK(std::isnan(g[3]));
+    CHECK(g[4] == x[4 * V + V - 1]);
+  }
   const Tensor logits = gpu(randn({3, 10}, DType::f32, 37));
   const Tensor bad = Tensor::from_vector(std::vector<int32_t>{1, -100, 10}, {3}, kGpu);
   Tensor loss = Tensor::empty({3}, DType::f32, kGpu), lse = Tensor::empty({3}, DType::f32, kGpu);

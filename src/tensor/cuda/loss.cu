@@ -6,21 +6,82 @@ namespace saobp::cuda {
 
 namespace {
 
-// logits: (N,V)  targets: (N)  losses, lse: (N). One block per row (V is a vocabulary): max and
-// sum of exponentials over the row through block_reduce, the sum in double as on the CPU.
+// The log-sum-exp of a row in one read (the online softmax of Milakov and Gimelshein): each
+// thread keeps the largest value m it has seen and s = the sum of exp(x - m) over its values,
+// rescaling s when m grows; the threads' pairs are then combined in a fixed order. Where the
+// two-pass form (the CPU's) reads the row twice, for the max and then for the sum, this reads it
+// once: the logits of a language model's head are its largest tensor (GPT-2 at B·T = 16384: 3.3
+// GB in f32). s is a double, as the CPU's sum is; the terms are the same exp(x - m) in T except
+// for the rescaling, so lse agrees with the CPU's to f32 rounding, not bitwise.
+//
+// Non-finite values give what the two-pass form gives: NaN for a row holding a NaN or +inf
+// (exp(inf - inf)) and for a row all -inf; -inf entries of a finite row add nothing.
+template <class T>
+struct OnlineLse {
+  T m = dmath::neg_inf<T>();
+  double s = 0;
+
+  __device__ __forceinline__ void add(T x) {
+    if (x > m) {
+      // exp(m - x) is 0 while m is -inf; exp(x - x) is 1, or NaN for x = +inf.
+      s = s * ::exp(static_cast<double>(m - x)) + static_cast<double>(dmath::exp(x - x));
+      m = x;
+    } else if (x != x) {
+      s = static_cast<double>(x);  // NaN
+    } else if (m != dmath::neg_inf<T>()) {
+      s += static_cast<double>(dmath::exp(x - m));
+    }  // else x = m = -inf: nothing
+  }
+  // Folds in another thread's pair; a pair that saw nothing (m = -inf, s = 0) changes nothing.
+  __device__ __forceinline__ void merge(T om, double os) {
+    const T mx = om > m ? om : m;
+    if (mx == dmath::neg_inf<T>()) {
+      s += os;
+      return;
+    }
+    s = s * ::exp(static_cast<double>(m - mx)) + os * ::exp(static_cast<double>(om - mx));
+    m = mx;
+  }
+  __device__ __forceinline__ T lse() const {
+    return m == dmath::neg_inf<T>() ? static_cast<T>(NAN) : m + static_cast<T>(::log(s));
+  }
+};
+
+// Combines the pairs of a block of kBlock threads in a fixed order (a butterfly in each warp,
+// then the warps in order); every thread gets the result. All threads must call it.
+template <class T>
+__device__ __forceinline__ OnlineLse<T> block_lse(OnlineLse<T> v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2)
+    v.merge(__shfl_xor_sync(kFullMask, v.m, o), __shfl_xor_sync(kFullMask, v.s, o));
+  __shared__ T pm[kBlock / kWarp];
+  __shared__ double ps[kBlock / kWarp];
+  __syncthreads();  // a previous row's readers are done with pm, ps
+  if (lane() == 0) {
+    pm[threadIdx.x / kWarp] = v.m;
+    ps[threadIdx.x / kWarp] = v.s;
+  }
+  __syncthreads();
+  OnlineLse<T> r;
+  r.m = pm[0];
+  r.s = ps[0];
+#pragma unroll
+  for (int w = 1; w < kBlock / kWarp; ++w) r.merge(pm[w], ps[w]);
+  return r;
+}
+
+// logits: (N,V)  targets: (N)  losses, lse: (N). One block per row (V is a vocabulary), the row
+// read once (OnlineLse).
 template <class T>
 __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* targets, int64_t ignore,
                                              T* losses, T* lse, int64_t N, int64_t V) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = logits + n * V;
-    T mx = dmath::neg_inf<T>();
-    for (int64_t v = threadIdx.x; v < V; v += kBlock) mx = Max{}(mx, xr[v]);
-    mx = block_reduce(mx, Max{});
-    double sum = 0;
-    for (int64_t v = threadIdx.x; v < V; v += kBlock) sum += dmath::exp(xr[v] - mx);
-    sum = block_reduce(sum, Sum{});
+    OnlineLse<T> acc;
+    for (int64_t v = threadIdx.x; v < V; v += kBlock) acc.add(xr[v]);
+    acc = block_lse(acc);
     if (threadIdx.x == 0) {
-      const T l = mx + static_cast<T>(::log(sum));
+      const T l = acc.lse();
       // t is in [0, V) or ignore (check_index_range reports any other at the step's end); an
       // out-of-range t reads nothing.
       const int32_t t = targets[n];

@@ -18,6 +18,13 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
 };
+// The vector types the kernels load and store whole, with the toolkit's alignment.
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
 
 // The codes the emulator gives, with the runtime's values.
 enum cudaError_t : int {
