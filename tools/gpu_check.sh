@@ -16,7 +16,7 @@
 # network, then copy .deps/ along). Environment: SAOBP_GPU_JOBS (build jobs, default nproc),
 # SAOBP_DEPS_PREFIX (where .deps/ is unpacked, default /tmp/saobp-deps), SAOBP_OFFLINE_DEPS=1 (use
 # .deps/ even where the system has the packages), SAOBP_GPU_STAGES (a space-separated subset of:
-# build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused torch; default
+# build info tests kernels train commands sanitize tiled kill mpi hf bench bf16 fused align torch; default
 # all but tests, the CPU suite, which CI runs), SAOBP_GPU_TEST_SPEC (the Catch2 spec of the kernels
 # stage, default [cuda]), SAOBP_GPU_SANITIZE_SPEC (the Catch2 spec of the tests under memcheck),
 # SAOBP_GPU_TILED_RUNS (the tiled stage's runs as KERNELS:T, KERNELS true, staged (tiled with
@@ -34,7 +34,7 @@ mkdir -p "$(dirname "$log")"
 log=$(realpath "$log")
 out_dir=$(dirname "$log")
 : >"$log"
-stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize tiled kill mpi hf bench bf16 fused torch}
+stages=${SAOBP_GPU_STAGES:-build info kernels train commands sanitize tiled kill mpi hf bench bf16 fused align torch}
 jobs=${SAOBP_GPU_JOBS:-$(nproc)}
 failed=()
 t_start=$SECONDS
@@ -279,6 +279,9 @@ gpu_fused() {
   return $rc
 }
 stage fused 240 gpu_fused
+# The LM heads' bf16 GEMMs in PyTorch at the vocabulary and padded to a multiple of 64 (GPT-2's
+# 50257, BERT's 30522: rows that are not 16-byte aligned), a few seconds.
+stage align 120 env PYTHONUNBUFFERED=1 python3 tools/bench_gemm_align.py --json "$out_dir/gemm_align.json"
 stage torch 420 env SAOBP="$saobp" bash tools/bench_gpu.sh "$out_dir/bench_gpu.md"
 
 rm -rf "$work"
