@@ -63,11 +63,8 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
   check_dtype(targets, DType::i32, "cross_entropy", "targets");
   if (targets.numel() != N)
     fail("cross_entropy", "targets {} do not match logits {}", targets.str(), logits.data().str());
-  Tensor T = targets.contiguous().view({N});
-  // Count the rows that take part on the host (targets are small), before host targets cross.
   int64_t count = 0;
-  for (int32_t t : T.to_vector<int32_t>()) count += t != ignore_index;
-  if (T.device() != L.device()) T = T.to(L.device());
+  const Tensor T = loss_targets(targets, N, ignore_index, L.device(), count, "cross_entropy");
   Tensor losses = L.new_empty({N}), lse = L.new_empty({N});
   kern::cross_entropy_forward(L, T, ignore_index, losses, lse);
   Tensor total = L.new_empty({1});
@@ -77,17 +74,8 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index
       total.view(scalar_shape), "cross_entropy", {logits},
       [L, T, lse, count, ignore_index, N, shape = logits.shape()](const Tensor& g, GradSlots& gin) {
         if (count == 0) return;
-        // Every counted row gets the same weight g / count: on the host from g's value on the CPU;
-        // on a GPU g (1/count) there, without reading g.
-        Tensor w;
-        if (L.device().is_cpu()) {
-          w = Tensor::full({N}, g.item() / static_cast<double>(count), L.dtype(), L.device());
-        } else {
-          w = L.new_empty({N});
-          kern::copy(g.contiguous().view({1}).expand({N}), w, false);
-          kern::axpby(w, 1.0 / static_cast<double>(count), w, 0.0);
-        }
-        bool fresh = false;  // a first gradient is written, not added to zeros
+        const Tensor w = mean_row_weights(g, count, N, L);  // every counted row: g / count
+        bool fresh = false;                                 // a first gradient is written, not added to zeros
         Tensor gl = gin.slot(0, fresh).view({N, L.size(1)});
         kern::cross_entropy_backward(L, T, lse, w, ignore_index, gl, !fresh);
       });

@@ -44,4 +44,23 @@ Tensor gemm_operand(const Tensor& t, bool& trans) {
   return t.contiguous();
 }
 
+Tensor loss_targets(const Tensor& targets, int64_t N, int64_t ignore_index, Device device, int64_t& count,
+                    const char* op) {
+  check_dtype(targets, DType::i32, op, "targets");
+  if (targets.numel() != N) fail(op, "{} targets for {} rows of logits", targets.numel(), N);
+  Tensor T = targets.contiguous().view({N});
+  count = 0;
+  for (int32_t t : T.to_vector<int32_t>()) count += t != ignore_index;
+  return T.device() == device ? T : T.to(device);
+}
+
+Tensor mean_row_weights(const Tensor& g, int64_t count, int64_t N, const Tensor& like) {
+  if (like.device().is_cpu())
+    return Tensor::full({N}, g.item() / static_cast<double>(count), like.dtype(), like.device());
+  Tensor w = like.new_empty({N});
+  kern::copy(g.contiguous().view({1}).expand({N}), w, false);
+  kern::axpby(w, 1.0 / static_cast<double>(count), w, 0.0);
+  return w;
+}
+
 }  // namespace saobp

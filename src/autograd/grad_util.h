@@ -15,4 +15,12 @@ void accumulate_broadcast(const Tensor& g, GradSlots& gin, size_t i);
 // transpose t is (trans = true), or a contiguous copy.
 Tensor gemm_operand(const Tensor& t, bool& trans);
 
+// The cross-entropy's targets as i32 on `device`, with the number of rows that take part (those
+// not ignore_index), counted on the host (targets are small) before host targets cross.
+Tensor loss_targets(const Tensor& targets, int64_t N, int64_t ignore_index, Device device, int64_t& count,
+                    const char* op);
+// The weight of each of N rows of a mean over `count` of them, given the mean's gradient g (a
+// scalar): g / count in every row. On the CPU from g's value; on a GPU there, without reading g.
+Tensor mean_row_weights(const Tensor& g, int64_t count, int64_t N, const Tensor& like);
+
 }  // namespace saobp

@@ -24,6 +24,11 @@ Var linear(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = Gem
 // x (..., IN) @ w (IN, OUT) + b (OUT): Hugging Face's Conv1D (GPT-2), with the bits of
 // add(matmul(x, w), b) on the CPU in one fused forward and backward.
 Var conv1d(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = GemmInputs::f32);
+// cross_entropy(linear(x, w, b, in), targets, ignore_index) in one node, the LM heads' decoder and
+// loss: the logits stay inside it, their rows padded on a GPU for aligned GEMMs, and their
+// gradient is written once in the GEMMs' operand dtype. On the CPU: the two ops' bits.
+Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor& targets,
+                         int64_t ignore_index = -100, GemmInputs in = GemmInputs::f32);
 
 // ---- elementwise, broadcasting numpy-style ----
 Var add(const Var& a, const Var& b);

@@ -42,13 +42,16 @@ MlmHead::MlmHead(Body& body) : body_(body) {
   bias_ = P.get("cls.predictions.bias");
 }
 
-Var MlmHead::logits_at(const Var& hidden, const Tensor& positions) {
+Var MlmHead::transform_at(const Var& hidden, const Tensor& positions) {
   Var rows =
       embedding(reshape(hidden, {-1, body_.shape().hidden}), positions);  // (N,C), scatter-add backward
-  Var h = layernorm(gelu(linear(rows, w_, b_, body_.shape().gemm_inputs), false), ln_w_, ln_b_,
-                    body_.shape().ln_eps);
+  return layernorm(gelu(linear(rows, w_, b_, body_.shape().gemm_inputs), false), ln_w_, ln_b_,
+                   body_.shape().ln_eps);
+}
+
+Var MlmHead::logits_at(const Var& hidden, const Tensor& positions) {
   // The decoder is tied to the word embeddings.
-  return linear(h, body_.token_embedding(), bias_, body_.shape().gemm_inputs);
+  return linear(transform_at(hidden, positions), body_.token_embedding(), bias_, body_.shape().gemm_inputs);
 }
 
 Var MlmHead::logits(const Var& hidden) {
@@ -65,8 +68,18 @@ Var MlmHead::loss(const Var& hidden, const Tensor& labels) {
     if (lab[i] != -100) pos.push_back(static_cast<int32_t>(i)), tgt.push_back(lab[i]);
   if (pos.empty()) fail("bert", "mlm_loss: no masked position in the batch");
   const Device d = hidden.device();
-  Var logits = logits_at(hidden, Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, d));
-  return cross_entropy(logits, Tensor::from_vector(tgt, {static_cast<int64_t>(tgt.size())}));
+  const Var h = transform_at(hidden, Tensor::from_vector(pos, {static_cast<int64_t>(pos.size())}, d));
+  return linear_cross_entropy(h, body_.token_embedding(), bias_,
+                              Tensor::from_vector(tgt, {static_cast<int64_t>(tgt.size())}), -100,
+                              body_.shape().gemm_inputs);
+}
+
+Var CausalLmHead::loss(const Var& hidden, const Tensor& labels) {
+  if (hidden.dim() != 3 || labels.shape() != Shape{hidden.size(0), hidden.size(1)})
+    fail("gpt2", "lm_loss: targets {} do not match hidden states {}", labels.str(), hidden.data().str());
+  // host labels cross in linear_cross_entropy, counted
+  return linear_cross_entropy(hidden, body_.token_embedding(), Var(), labels, -100,
+                              body_.shape().gemm_inputs);
 }
 
 Var CausalLmHead::logits(const Var& hidden) {

@@ -48,6 +48,9 @@ class MlmHead : public LmHead {
   Var logits(const Var& hidden) override;
 
  private:
+  // The transform before the decoder (dense, GELU, LayerNorm) of the rows `positions` of hidden.
+  Var transform_at(const Var& hidden, const Tensor& positions);
+
   Body& body_;
   Var w_, b_, ln_w_, ln_b_, bias_;
 };
@@ -57,7 +60,8 @@ class CausalLmHead : public LmHead {
   explicit CausalLmHead(Body& body) : body_(body) {}
   // labels: already aligned with the positions (labels[t] is the token after position t: the
   // caller shifts, as llm.c's data loader does; HF's GPT2LMHeadModel shifts inside).
-  Var loss(const Var& hidden, const Tensor& labels) override { return loss_of(logits(hidden), labels); }
+  // The decoder and the loss in one node (linear_cross_entropy): the logits stay inside it.
+  Var loss(const Var& hidden, const Tensor& labels) override;
   Var logits_at(const Var& hidden, const Tensor& positions) override;
   Var logits(const Var& hidden) override;  // (...,V): hidden (...,C) times the token embeddingᵀ
   // The loss of logits (B,T,V) already computed.

@@ -35,15 +35,29 @@ void check_index_values(const int32_t* idx, int64_t n, int64_t limit, int64_t ig
       fail(op, "{} {} at position {} is outside [0, {})", what, idx[i], i, limit);
 }
 
-GemmDims gemm_dims(const Tensor& a, bool ta, const Tensor& b, bool /*tb*/, const Tensor& c) {
-  return {c.size(-2), c.size(-1), ta ? a.size(-2) : a.size(-1), leading(a), leading(b), leading(c)};
+// A contiguous tensor's rows are its last dim's size apart (a row of length 0 or 1 may carry any
+// stride there, so the stride is taken only from a view whose rows are apart).
+int64_t row_pitch(const Tensor& t) {
+  return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1) ? t.stride(0) : t.size(-1);
 }
 
-GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c) {
+bool row_strided(const Tensor& t) {
+  return t.dim() == 2 && (t.is_contiguous() || (t.stride(1) == 1 && t.stride(0) >= t.size(1)));
+}
+
+GemmDims gemm_dims(const Tensor& a, bool ta, const Tensor& b, bool /*tb*/, const Tensor& c) {
+  return {c.size(-2),   c.size(-1),   ta ? a.size(-2) : a.size(-1),
+          leading(a),   leading(b),   leading(c),
+          row_pitch(a), row_pitch(b), row_pitch(c)};
+}
+
+GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c, bool rows_apart) {
   if (a.dim() < 2 || b.dim() < 2 || c.dim() < 2)
     fail("gemm", "operands must have rank >= 2: {} {} {}", a.str(), b.str(), c.str());
-  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous())
-    fail("gemm", "operands must be contiguous: {} {} {}", a.str(), b.str(), c.str());
+  const auto laid_out = [&](const Tensor& t) { return t.is_contiguous() || (rows_apart && row_strided(t)); };
+  if (!laid_out(a) || !laid_out(b) || !laid_out(c))
+    fail("gemm", "operands must be contiguous{}: {} {} {}",
+         rows_apart ? " or 2-D with rows evenly apart" : "", a.str(), b.str(), c.str());
   // Operands of c's dtype, or bf16 operands into f32 (mixed precision: f32 accumulation).
   const bool mixed = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && c.dtype() == DType::f32;
   if (!mixed && (a.dtype() != c.dtype() || b.dtype() != c.dtype()))

@@ -34,14 +34,24 @@ void check_index_values(const int32_t* idx, int64_t n, int64_t limit, int64_t ig
                         const char* what);
 
 // c = op(a) op(b): c (Bc,M,N), a (Ba,M,K) or (Ba,K,M) if ta, b (Bb,K,N) or (Bb,N,K) if tb, with
-// Ba, Bb in {Bc, 1} (the products of the leading dims).
+// Ba, Bb in {Bc, 1} (the products of the leading dims). lda, ldb, ldc: the elements from one
+// stored row of a, b, c to the next (the last dim's size where contiguous; more for the rows of a
+// padded buffer, which kern::gemm takes: a 2-D view whose columns are contiguous).
 struct GemmDims {
   int64_t M, N, K, Ba, Bb, Bc;
+  int64_t lda, ldb, ldc;
 };
 // The dims of valid operands (no checks: the twins' view of a checked call).
 GemmDims gemm_dims(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c);
-// gemm: the dims above, all contiguous, a and b of c's dtype.
-GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c);
+// gemm: the dims above, a and b of c's dtype, all contiguous, or (rows_apart) 2-D with
+// contiguous columns and rows evenly apart (row_strided).
+GemmDims check_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c,
+                    bool rows_apart = false);
+// A 2-D view whose columns are contiguous and whose rows are at least a row apart: the first
+// columns of a wider buffer (Tensor::slice along dim 1), as a GEMM or the cross-entropy reads it.
+bool row_strided(const Tensor& t);
+// Elements from one stored row of t to the next: a 2-D view's row stride, else the last dim's size.
+int64_t row_pitch(const Tensor& t);
 
 // gemm_bias: check_gemm with one batch item, and bias (N) contiguous of c's dtype.
 GemmDims check_gemm_bias(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& bias,

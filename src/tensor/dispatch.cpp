@@ -10,6 +10,14 @@ namespace saobp {
   fail(op, "built without CUDA (reconfigure with -DSAOBP_CUDA=ON)");
 }
 
+namespace {
+// Contiguous, or a 2-D view whose rows are evenly apart (the first columns of a wider buffer).
+void require_rows(const char* op, const Tensor& t, const char* name) {
+  if (!t.is_contiguous() && !row_strided(t))
+    fail(op, "{} must be contiguous or 2-D with rows evenly apart, got {}", name, t.str());
+}
+}  // namespace
+
 namespace kern {
 
 void fill(Tensor& out, double value) { SAOBP_ON_DEVICE(out, fill, out, value); }
@@ -18,6 +26,7 @@ void copy(const Tensor& src, Tensor& dst, bool accumulate) {
   require_same_device("copy", dst, {&src});
   check_shape(src, dst.shape(), "copy", "source");
   check_dtype(src, dst.dtype(), "copy", "source");
+  if (accumulate && dst.dtype() == DType::bf16) fail("copy", "bf16 is copied, not added to: {}", dst.str());
   SAOBP_ON_DEVICE(dst, copy, src, dst, accumulate);
 }
 
@@ -38,7 +47,7 @@ void fill_random(Tensor& out, RandomKind kind, double a, double b, const RngKey&
 
 void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, double alpha, double beta) {
   require_same_device("gemm", c, {&a, &b});
-  check_gemm(a, ta, b, tb, c);
+  check_gemm(a, ta, b, tb, c, true);
   SAOBP_ON_DEVICE(c, gemm, a, ta, b, tb, c, alpha, beta);
 }
 
@@ -212,7 +221,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
   const int64_t V = logits.size(-1), N = row_count(logits);
   if (targets.numel() != N) fail(op, "{} targets for {} rows of logits {}", targets.numel(), N, logits.str());
   if (losses.numel() != N || lse.numel() != N) fail(op, "losses/lse must hold {} rows", N);
-  require_contiguous(op, {{logits, "logits"}, {losses, "losses"}, {lse, "lse"}});
+  require_rows(op, logits, "logits");
+  require_contiguous(op, {{losses, "losses"}, {lse, "lse"}});
   check_indices(targets, V, ignore_index, op, "target");
   SAOBP_ON_DEVICE(losses, cross_entropy_forward, logits, targets, ignore_index, losses, lse);
 }
@@ -226,8 +236,16 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   if (targets.numel() != N || lse.numel() != N || gloss.numel() != N)
     fail(op, "targets/lse/gloss must hold {} rows", N);
   check_dtype(targets, DType::i32, op, "target");
-  require_contiguous(
-      op, {{logits, "logits"}, {targets, "targets"}, {lse, "lse"}, {gloss, "gloss"}, {glogits, "glogits"}});
+  // glogits of the logits' dtype, or bf16 (written, rounded) from f32 logits: the next GEMM's operand.
+  if (glogits.dtype() == DType::bf16) {
+    check_dtype(logits, DType::f32, op, "logits (bf16 glogits)");
+    if (accumulate) fail(op, "bf16 glogits are written, not accumulated: {}", glogits.str());
+  } else {
+    check_dtype(glogits, logits.dtype(), op, "glogits");
+  }
+  require_rows(op, logits, "logits");
+  require_rows(op, glogits, "glogits");
+  require_contiguous(op, {{targets, "targets"}, {lse, "lse"}, {gloss, "gloss"}});
   SAOBP_ON_DEVICE(glogits, cross_entropy_backward, logits, targets, lse, gloss, ignore_index, glogits,
                   accumulate);
 }

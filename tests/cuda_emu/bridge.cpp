@@ -218,9 +218,9 @@ void gelu(const T* x, T* y, const T* gy, T* gx, int64_t n, bool tanh_approx) {
 template <class T>
 void cross_entropy(const T* logits, const int32_t* targets, int64_t ignore, T* losses, T* lse, const T* gloss,
                    T* glogits, int64_t N, int64_t V) {
-  check(cu::launch_cross_entropy_forward<T>(logits, targets, ignore, losses, lse, N, V),
+  check(cu::launch_cross_entropy_forward<T>(logits, V, targets, ignore, losses, lse, N, V),
         "launch_cross_entropy_forward");
-  check(cu::launch_cross_entropy_backward<T>(logits, targets, lse, gloss, ignore, glogits, N, V, true),
+  check(cu::launch_cross_entropy_backward<T>(logits, V, targets, lse, gloss, ignore, glogits, V, N, V, true),
         "launch_cross_entropy_backward");
 }
 

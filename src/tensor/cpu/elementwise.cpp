@@ -40,8 +40,17 @@ void fill(Tensor& out, double value) {
   });
 }
 
-// dst (+)= src; src and dst: same shape, any strides (src may broadcast with stride 0).
+// dst (+)= src; src and dst: same shape, any strides (src may broadcast with stride 0). bf16 is
+// copied as its bits (not accumulated: the dispatcher refuses it).
 void copy(const Tensor& src, Tensor& dst, bool accumulate) {
+  if (dst.dtype() == DType::bf16) {
+    const bf16* s = src.data<bf16>();
+    bf16* d = dst.data<bf16>();
+    strided_for<2>(dst.shape(), {&dst.strides(), &src.strides()}, [&](auto off, int64_t n, auto step) {
+      for (int64_t i = 0; i < n; ++i) d[off[0] + i * step[0]] = s[off[1] + i * step[1]];
+    });
+    return;
+  }
   dispatch_any(dst.dtype(), "copy", [&](auto tag) {
     using T = decltype(tag);
     const T* s = src.data<T>();

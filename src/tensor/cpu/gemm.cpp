@@ -46,6 +46,7 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
   // c: (Bc, M, N); a: (Ba, M, K) [or (Ba, K, M) if ta]; b: (Bb, K, N) [or (Bb, N, K) if tb].
   const GemmDims g = gemm_dims(a, ta, b, tb, c);
   const int64_t M = g.M, N = g.N, K = g.K, Ba = g.Ba, Bb = g.Bb, Bc = g.Bc;
+  const int64_t lda = g.lda, ldb = g.ldb, ldc = g.ldc;  // the sizes above unless rows are apart
   if (M == 0 || N == 0) return;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
@@ -60,7 +61,7 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
     const int64_t m = std::min(tl.tm, M - i0), n = std::min(tl.tn, N - j0);
     const T* A = ap + (Ba == 1 ? 0 : bi * M * K);
     const T* Bm = bp + (Bb == 1 ? 0 : bi * K * N);
-    MMap<T> C(cp + bi * M * N + i0 * N + j0, m, n, Eigen::OuterStride<>(N));
+    MMap<T> C(cp + bi * M * N + i0 * ldc + j0, m, n, Eigen::OuterStride<>(ldc));
     if (K == 0) {
       if (beta == 0)
         C.setZero();
@@ -78,17 +79,17 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
       }
     };
     if (!ta && !tb)
-      run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
-          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+      run(CMap<T>(A + i0 * lda, m, K, Eigen::OuterStride<>(lda)),
+          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(ldb)));
     else if (ta && !tb)
-      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
-          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(N)));
+      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(lda)).transpose(),
+          CMap<T>(Bm + j0, K, n, Eigen::OuterStride<>(ldb)));
     else if (!ta && tb)
-      run(CMap<T>(A + i0 * K, m, K, Eigen::OuterStride<>(K)),
-          CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+      run(CMap<T>(A + i0 * lda, m, K, Eigen::OuterStride<>(lda)),
+          CMap<T>(Bm + j0 * ldb, n, K, Eigen::OuterStride<>(ldb)).transpose());
     else
-      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(M)).transpose(),
-          CMap<T>(Bm + j0 * K, n, K, Eigen::OuterStride<>(K)).transpose());
+      run(CMap<T>(A + i0, K, m, Eigen::OuterStride<>(lda)).transpose(),
+          CMap<T>(Bm + j0 * ldb, n, K, Eigen::OuterStride<>(ldb)).transpose());
   }
 }
 
@@ -105,9 +106,9 @@ void gemm_f32(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, dou
   auto item = [&](int64_t bi, bool team) {
     const float* A = ap + (g.Ba == 1 ? 0 : bi * M * K);
     const float* B = bp + (g.Bb == 1 ? 0 : bi * K * N);
-    const SView av = ta ? SView{A, 1, M} : SView{A, K, 1};  // op(a) (i, k)
-    const SView bv = tb ? SView{B, 1, K} : SView{B, N, 1};  // op(b) (k, j)
-    sgemm(M, N, K, al, av, bv, be, cp + bi * M * N, N, team);
+    const SView av = ta ? SView{A, 1, g.lda} : SView{A, g.lda, 1};  // op(a) (i, k)
+    const SView bv = tb ? SView{B, 1, g.ldb} : SView{B, g.ldb, 1};  // op(b) (k, j)
+    sgemm(M, N, K, al, av, bv, be, cp + bi * M * N, g.ldc, team);
   };
   const int64_t nt = omp_get_max_threads();
   if (g.Bc > 1 && nt > 1 && (g.Bc % nt == 0 || g.Bc >= 4 * nt)) {
@@ -145,7 +146,7 @@ namespace {
 std::pair<SView, SView> f32_views(const Tensor& a, bool ta, const Tensor& b, bool tb, const GemmDims& g) {
   const float* A = a.data<float>();
   const float* B = b.data<float>();
-  return {ta ? SView{A, 1, g.M} : SView{A, g.K, 1}, tb ? SView{B, 1, g.K} : SView{B, g.N, 1}};
+  return {ta ? SView{A, 1, g.lda} : SView{A, g.lda, 1}, tb ? SView{B, 1, g.ldb} : SView{B, g.ldb, 1}};
 }
 }  // namespace
 

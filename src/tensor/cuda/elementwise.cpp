@@ -51,6 +51,12 @@ void fill(Tensor& out, double value) {
 void copy(const Tensor& src, Tensor& dst, bool accumulate) {
   use_device_of(dst, "copy");
   if (dst.numel() == 0) return;
+  if (dst.dtype() == DType::bf16) {  // as its bits, never accumulated (the dispatcher's check)
+    const auto ix = make_indexer<2>(dst.shape(), {&dst.strides(), &src.strides()}, "copy");
+    check(launch_copy<uint16_t>(&src.data<bf16>()->bits, &dst.data<bf16>()->bits, ix, dst.numel(), false),
+          "copy");
+    return;
+  }
   dispatch_any(dst.dtype(), "copy", [&](auto tag) {
     using T = decltype(tag);
     const auto ix = make_indexer<2>(dst.shape(), {&dst.strides(), &src.strides()}, "copy");

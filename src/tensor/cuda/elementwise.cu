@@ -261,5 +261,7 @@ SAOBP_STORABLE(int32_t)
 SAOBP_STORABLE(uint8_t)
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)
+// bf16 tensors are copied as their bits (never accumulated).
+template cudaError_t launch_copy<uint16_t>(const uint16_t*, uint16_t*, const Indexer<2>&, int64_t, bool);
 
 }  // namespace saobp::cuda

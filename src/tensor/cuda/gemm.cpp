@@ -4,7 +4,10 @@
 // cuBLAS is column-major, and a row-major (M,N) matrix is the column-major (N,M) matrix of its
 // transpose, so c^T = op(b)^T op(a)^T is one column-major GEMM with the operands swapped:
 //   m = N, n = M, k = K; first operand b (ld N, or K if tb), second a (ld K, or M if ta), ldc N.
-// A batch of 1 broadcasts through a batch stride of 0.
+// A batch of 1 broadcasts through a batch stride of 0. The leading dimensions are GemmDims' lda,
+// ldb, ldc: a 2-D operand may be the first columns of a wider buffer (rows further apart), such
+// as the LM head's logits, whose rows are padded to 16-byte multiples (cuBLAS's tensor-core
+// kernels want each row to start so aligned).
 //
 // Reproducibility: one handle per device, in CUBLAS_PEDANTIC_MATH (no TF32 or other reduced-
 // precision paths, whatever NVIDIA_TF32_OVERRIDE says) with atomics disallowed, on the default
@@ -106,13 +109,12 @@ void gemm_t(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, doubl
   if (gemm_done_without_cublas(a, b, c, g, beta)) return;
   const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
   const DetailTimer timer = shape_timer("gemm", a, ta, tb, g);
-  check_cublas(
-      gemm_batched(handle(c.device().index), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                   static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &al, b.data<T>(),
-                   static_cast<int>(tb ? K : N), Bb == 1 ? 0 : K * N, a.data<T>(),
-                   static_cast<int>(ta ? M : K), Ba == 1 ? 0 : M * K, &be, c.data<T>(), static_cast<int>(N),
-                   M * N, static_cast<int>(Bc)),
-      "gemm");
+  check_cublas(gemm_batched(handle(c.device().index), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                            static_cast<int>(K), &al, b.data<T>(), static_cast<int>(g.ldb),
+                            Bb == 1 ? 0 : K * N, a.data<T>(), static_cast<int>(g.lda), Ba == 1 ? 0 : M * K,
+                            &be, c.data<T>(), static_cast<int>(g.ldc), M * N, static_cast<int>(Bc)),
+               "gemm");
 }
 
 // bf16 a and b into f32 c: cublasGemmStridedBatchedEx with f32 compute (the same operand swap).
@@ -126,9 +128,9 @@ void gemm_bf16(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, do
       cublasGemmStridedBatchedEx(
           handle(c.device().index, true), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
           static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &al, b.data<bf16>(), CUDA_R_16BF,
-          static_cast<int>(tb ? K : N), g.Bb == 1 ? 0 : K * N, a.data<bf16>(), CUDA_R_16BF,
-          static_cast<int>(ta ? M : K), g.Ba == 1 ? 0 : M * K, &be, c.data<float>(), CUDA_R_32F,
-          static_cast<int>(N), M * N, static_cast<int>(g.Bc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          static_cast<int>(g.ldb), g.Bb == 1 ? 0 : K * N, a.data<bf16>(), CUDA_R_16BF,
+          static_cast<int>(g.lda), g.Ba == 1 ? 0 : M * K, &be, c.data<float>(), CUDA_R_32F,
+          static_cast<int>(g.ldc), M * N, static_cast<int>(g.Bc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
       "gemm");
 }
 

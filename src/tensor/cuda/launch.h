@@ -170,15 +170,19 @@ cudaError_t launch_embedding_backward(const int32_t* ids, const T* gout, T* gwei
                                       int64_t V, void* scratch, size_t scratch_bytes);
 
 // ---- loss.cu (T: float, double) ----
-// logits: (N,V)  targets: (N) in [0,V) or ignore  losses, lse: (N)
+// logits: (N,V), rows ld apart  targets: (N) in [0,V) or ignore  losses, lse: (N)
 template <class T>
-cudaError_t launch_cross_entropy_forward(const T* logits, const int32_t* targets, int64_t ignore, T* losses,
-                                         T* lse, int64_t N, int64_t V);
-// logits, glogits: (N,V)  targets, lse, gloss: (N). glogits accumulated.
+cudaError_t launch_cross_entropy_forward(const T* logits, int64_t ld, const int32_t* targets, int64_t ignore,
+                                         T* losses, T* lse, int64_t N, int64_t V);
+// logits, glogits: (N,V), rows ld and ldo apart  targets, lse, gloss: (N). glogits accumulated.
 template <class T>
-cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
-                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V,
-                                          bool accumulate);
+cudaError_t launch_cross_entropy_backward(const T* logits, int64_t ld, const int32_t* targets, const T* lse,
+                                          const T* gloss, int64_t ignore, T* glogits, int64_t ldo, int64_t N,
+                                          int64_t V, bool accumulate);
+// The same into bf16 bits (written, not accumulated): each f32 value rounded once.
+cudaError_t launch_cross_entropy_backward_bf16(const float* logits, int64_t ld, const int32_t* targets,
+                                               const float* lse, const float* gloss, int64_t ignore,
+                                               uint16_t* glogits, int64_t ldo, int64_t N, int64_t V);
 
 // ---- optim.cu (T: float, double) ----
 // p, g, m, v: (n). formula::adamw_update of every element, with the step's coefficients.

@@ -1,5 +1,8 @@
 // CUDA kernels: cross-entropy forward / backward. CPU twin: src/tensor/cpu/nn.cpp.
 // Host side: loss.cpp.
+#include <type_traits>
+
+#include "tensor/bf16.h"
 #include "tensor/cuda/device.cuh"
 
 namespace saobp::cuda {
@@ -70,13 +73,13 @@ __device__ __forceinline__ OnlineLse<T> block_lse(OnlineLse<T> v) {
   return r;
 }
 
-// logits: (N,V)  targets: (N)  losses, lse: (N). One block per row (V is a vocabulary), the row
-// read once (OnlineLse).
+// logits: (N,V), rows ld apart  targets: (N)  losses, lse: (N). One block per row (V is a
+// vocabulary), the row read once (OnlineLse).
 template <class T>
-__global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* targets, int64_t ignore,
-                                             T* losses, T* lse, int64_t N, int64_t V) {
+__global__ void cross_entropy_forward_kernel(const T* logits, int64_t ld, const int32_t* targets,
+                                             int64_t ignore, T* losses, T* lse, int64_t N, int64_t V) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
-    const T* xr = logits + n * V;
+    const T* xr = logits + n * ld;
     OnlineLse<T> acc;
     for (int64_t v = threadIdx.x; v < V; v += kBlock) acc.add(xr[v]);
     acc = block_lse(acc);
@@ -91,55 +94,80 @@ __global__ void cross_entropy_forward_kernel(const T* logits, const int32_t* tar
   }
 }
 
-// logits, glogits: (N,V)  targets, lse, gloss: (N). glogits += gloss (softmax - onehot), in the
-// CPU's two steps; ignored rows get nothing.
+// logits, glogits: (N,V), rows ld and ldo apart  targets, lse, gloss: (N). glogits += gloss
+// (softmax - onehot), in the CPU's two steps; ignored rows get nothing. O: T, or uint16_t for a
+// bf16 glogits (T = float, written: each f32 value rounded once, bf16_bits).
 // I: the index type, uint32_t where N V < 2^32 (a 32-bit division per element instead of a 64-bit
 // one, which bounds this kernel otherwise).
-template <class T, class I>
-__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* targets, const T* lse,
-                                              const T* gloss, int64_t ignore, T* glogits, int64_t N,
-                                              int64_t V, bool accumulate) {
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(double* p, double v) { *p = v; }
+__device__ __forceinline__ void store(uint16_t* p, float v) { *p = bf16_bits(v); }
+template <class T, class O>
+__device__ __forceinline__ T loaded(const O* p) {
+  if constexpr (std::is_same_v<O, T>) return *p;
+  return T(0);  // a bf16 output is never accumulated (checked by the dispatcher)
+}
+
+template <class T, class O, class I>
+__global__ void cross_entropy_backward_kernel(const T* logits, int64_t ld, const int32_t* targets,
+                                              const T* lse, const T* gloss, int64_t ignore, O* glogits,
+                                              int64_t ldo, int64_t N, int64_t V, bool accumulate) {
   for (int64_t i = thread_id(); i < N * V; i += thread_count()) {
-    const int64_t n = static_cast<I>(i) / static_cast<I>(V);
+    const int64_t n = static_cast<I>(i) / static_cast<I>(V), v = i - n * V;
+    O* out = glogits + n * ldo + v;
     const int32_t t = targets[n];
     if (t == ignore) {
-      if (!accumulate) glogits[i] = T(0);
+      if (!accumulate) store(out, T(0));
       continue;
     }
     const T g = gloss[n];
-    T o = (accumulate ? glogits[i] : T(0)) + g * dmath::exp(logits[i] - lse[n]);
-    if (i - n * V == t) o -= g;
-    glogits[i] = o;
+    T o = (accumulate ? loaded<T>(out) : T(0)) + g * dmath::exp(logits[n * ld + v] - lse[n]);
+    if (v == t) o -= g;
+    store(out, o);
   }
 }
 
 }  // namespace
 
 template <class T>
-cudaError_t launch_cross_entropy_forward(const T* logits, const int32_t* targets, int64_t ignore, T* losses,
-                                         T* lse, int64_t N, int64_t V) {
-  cross_entropy_forward_kernel<<<grid_for(N, 1), kBlock>>>(logits, targets, ignore, losses, lse, N, V);
+cudaError_t launch_cross_entropy_forward(const T* logits, int64_t ld, const int32_t* targets, int64_t ignore,
+                                         T* losses, T* lse, int64_t N, int64_t V) {
+  cross_entropy_forward_kernel<<<grid_for(N, 1), kBlock>>>(logits, ld, targets, ignore, losses, lse, N, V);
   return cudaGetLastError();
 }
 
-template <class T>
-cudaError_t launch_cross_entropy_backward(const T* logits, const int32_t* targets, const T* lse,
-                                          const T* gloss, int64_t ignore, T* glogits, int64_t N, int64_t V,
-                                          bool accumulate) {
+namespace {
+template <class T, class O>
+cudaError_t backward_into(const T* logits, int64_t ld, const int32_t* targets, const T* lse, const T* gloss,
+                          int64_t ignore, O* glogits, int64_t ldo, int64_t N, int64_t V, bool accumulate) {
   if (N * V < (int64_t{1} << 32))
-    cross_entropy_backward_kernel<T, uint32_t>
-        <<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N, V, accumulate);
+    cross_entropy_backward_kernel<T, O, uint32_t><<<grid_for(N * V), kBlock>>>(
+        logits, ld, targets, lse, gloss, ignore, glogits, ldo, N, V, accumulate);
   else
-    cross_entropy_backward_kernel<T, int64_t>
-        <<<grid_for(N * V), kBlock>>>(logits, targets, lse, gloss, ignore, glogits, N, V, accumulate);
+    cross_entropy_backward_kernel<T, O, int64_t><<<grid_for(N * V), kBlock>>>(
+        logits, ld, targets, lse, gloss, ignore, glogits, ldo, N, V, accumulate);
   return cudaGetLastError();
+}
+}  // namespace
+
+template <class T>
+cudaError_t launch_cross_entropy_backward(const T* logits, int64_t ld, const int32_t* targets, const T* lse,
+                                          const T* gloss, int64_t ignore, T* glogits, int64_t ldo, int64_t N,
+                                          int64_t V, bool accumulate) {
+  return backward_into(logits, ld, targets, lse, gloss, ignore, glogits, ldo, N, V, accumulate);
+}
+
+cudaError_t launch_cross_entropy_backward_bf16(const float* logits, int64_t ld, const int32_t* targets,
+                                               const float* lse, const float* gloss, int64_t ignore,
+                                               uint16_t* glogits, int64_t ldo, int64_t N, int64_t V) {
+  return backward_into(logits, ld, targets, lse, gloss, ignore, glogits, ldo, N, V, false);
 }
 
 #define SAOBP_FLOATING(T)                                                                                  \
-  template cudaError_t launch_cross_entropy_forward<T>(const T*, const int32_t*, int64_t, T*, T*, int64_t, \
-                                                       int64_t);                                           \
-  template cudaError_t launch_cross_entropy_backward<T>(const T*, const int32_t*, const T*, const T*,      \
-                                                        int64_t, T*, int64_t, int64_t, bool);
+  template cudaError_t launch_cross_entropy_forward<T>(const T*, int64_t, const int32_t*, int64_t, T*, T*, \
+                                                       int64_t, int64_t);                                  \
+  template cudaError_t launch_cross_entropy_backward<T>(                                                   \
+      const T*, int64_t, const int32_t*, const T*, const T*, int64_t, T*, int64_t, int64_t, int64_t, bool);
 SAOBP_FLOATING(float)
 SAOBP_FLOATING(double)
 
