@@ -148,7 +148,9 @@ AffineOperands affine_operands(const Var& x, const Var& w, const Var& b, bool in
 }
 
 Var affine(const Var& x, const Var& w, const Var& b, bool in_out, GemmInputs in, const char* op) {
-  const auto [X, W, IN, OUT] = affine_operands(x, w, b, in_out, in, op);
+  const AffineOperands ops = affine_operands(x, w, b, in_out, in, op);
+  const Tensor X = ops.X, W = ops.W;
+  const int64_t OUT = ops.OUT;
   const bool tw = !in_out;  // W as gemm's b operand: op(W) = Wᵀ (linear) or W (conv1d)
   Shape out_shape = x.shape();
   out_shape.back() = OUT;
@@ -160,7 +162,7 @@ Var affine(const Var& x, const Var& w, const Var& b, bool in_out, GemmInputs in,
     kern::gemm_then_bias(X, false, W, false, b.data().contiguous(), o2);  // (x W) + b
   else
     kern::gemm_bias(X, false, W, true, b.data().contiguous(), o2);  // b + x Wᵀ
-  return make_result(out, op, {x, w, b}, [X, W, IN, OUT, in_out, in](const Tensor& g, GradSlots& gin) {
+  return make_result(out, op, {x, w, b}, [X, W, OUT, in_out, in](const Tensor& g, GradSlots& gin) {
     affine_backward(gemm_operand_in(g.contiguous().view({-1, OUT}), in), X, W, in_out, gin);
   });
 }
@@ -201,8 +203,9 @@ bool pad_logits(const Device& d) {
 Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor& targets,
                          int64_t ignore_index, GemmInputs in) {
   const char* op = "linear_cross_entropy";
-  const auto [X, W, IN, OUT] = affine_operands(x, w, b, false, in, op);
-  const int64_t N = X.size(0);
+  const AffineOperands ops = affine_operands(x, w, b, false, in, op);
+  const Tensor X = ops.X, W = ops.W;
+  const int64_t OUT = ops.OUT, N = X.size(0);
   int64_t count = 0;
   const Tensor T = loss_targets(targets, N, ignore_index, X.device(), count, op);
   // The logits: the first OUT columns of (N, ld).
@@ -220,16 +223,15 @@ Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor&
   Tensor losses = L.new_empty({N}), lse = L.new_empty({N}), total = L.new_empty({1});
   kern::cross_entropy_forward(L, T, ignore_index, losses, lse);
   kern::reduce_sum_to(losses.view({N}), total, count ? 1.0 / count : 0.0, false);
-  return make_result(
-      total.view(Shape{}), op, {x, w, b},
-      [X, W, L, T, lse, count, ignore_index, N, OUT, ld, rows_of](const Tensor& g, GradSlots& gin) {
-        if (count == 0) return;
-        const Tensor wr = mean_row_weights(g, count, N, L);  // every counted row: g / count
-        // The logits' gradient in W's dtype (f32, or bf16 rounded once), rows ld apart.
-        Tensor G = rows_of(Tensor::empty({N, ld}, W.dtype(), L.device()));
-        kern::cross_entropy_backward(L, T, lse, wr, ignore_index, G, false);
-        affine_backward(G, X, W, false, gin);
-      });
+  return make_result(total.view(Shape{}), op, {x, w, b},
+                     [X, W, L, T, lse, count, ignore_index, N, ld, rows_of](const Tensor& g, GradSlots& gin) {
+                       if (count == 0) return;
+                       const Tensor wr = mean_row_weights(g, count, N, L);  // every counted row: g / count
+                       // The logits' gradient in W's dtype (f32, or bf16 rounded once), rows ld apart.
+                       Tensor G = rows_of(Tensor::empty({N, ld}, W.dtype(), L.device()));
+                       kern::cross_entropy_backward(L, T, lse, wr, ignore_index, G, false);
+                       affine_backward(G, X, W, false, gin);
+                     });
 }
 
 }  // namespace saobp
