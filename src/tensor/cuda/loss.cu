@@ -1,4 +1,4 @@
-// CUDA kernels: cross-entropy forward / backward. CPU twin: src/tensor/cpu/nn.cpp.
+// CUDA kernels: cross-entropy forward / backward. CPU twin: src/tensor/cpu/loss.cpp.
 // Host side: loss.cpp.
 #include <type_traits>
 
@@ -9,7 +9,7 @@ namespace saobp::cuda {
 
 namespace {
 
-// The log-sum-exp of a row in one read (the online softmax of Milakov and Gimelshein): each
+// The log-sum-exp of a row in one read (the online softmax, docs/references.md): each
 // thread keeps the largest value m it has seen and s = the sum of exp(x - m) over its values,
 // rescaling s when m grows; the threads' pairs are then combined in a fixed order. Where the
 // two-pass form (the CPU's) reads the row twice, for the max and then for the sum, this reads it
