@@ -35,15 +35,16 @@ void check_index_values(const int32_t* idx, int64_t n, int64_t limit, int64_t ig
       fail(op, "{} {} at position {} is outside [0, {})", what, idx[i], i, limit);
 }
 
+namespace {
+// A 2-D view with contiguous columns whose rows are at least a row apart.
+bool rows_apart(const Tensor& t) { return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1); }
+}  // namespace
+
 // A contiguous tensor's rows are its last dim's size apart (a row of length 0 or 1 may carry any
 // stride there, so the stride is taken only from a view whose rows are apart).
-int64_t row_pitch(const Tensor& t) {
-  return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) >= t.size(1) ? t.stride(0) : t.size(-1);
-}
+int64_t row_pitch(const Tensor& t) { return rows_apart(t) ? t.stride(0) : t.size(-1); }
 
-bool row_strided(const Tensor& t) {
-  return t.dim() == 2 && (t.is_contiguous() || (t.stride(1) == 1 && t.stride(0) >= t.size(1)));
-}
+bool row_strided(const Tensor& t) { return t.dim() == 2 && (t.is_contiguous() || rows_apart(t)); }
 
 GemmDims gemm_dims(const Tensor& a, bool ta, const Tensor& b, bool /*tb*/, const Tensor& c) {
   return {c.size(-2),   c.size(-1),   ta ? a.size(-2) : a.size(-1),

@@ -69,12 +69,14 @@ void cast(const Tensor& src, Tensor& dst) {
   use_device_of(dst, "cast");
   if (dst.numel() == 0) return;
   if (src.dtype() == DType::bf16 || dst.dtype() == DType::bf16) {  // to and from f32 (tensor/bf16.h)
-    if (src.dtype() == dst.dtype())
-      check(launch_copy_bits(&src.data<bf16>()->bits, &dst.data<bf16>()->bits, dst.numel()), "cast");
-    else if (dst.dtype() == DType::bf16)
+    if (src.dtype() == dst.dtype()) {                              // the bits, as copy moves them
+      Tensor out = dst.view({dst.numel()});
+      copy(src.view({src.numel()}), out, false);
+    } else if (dst.dtype() == DType::bf16) {
       check(launch_to_bf16(src.data<float>(), &dst.data<bf16>()->bits, dst.numel()), "cast");
-    else
+    } else {
       check(launch_from_bf16(&src.data<bf16>()->bits, dst.data<float>(), dst.numel()), "cast");
+    }
     return;
   }
   dispatch_any(src.dtype(), "cast", [&](auto stag) {

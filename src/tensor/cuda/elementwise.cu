@@ -68,9 +68,6 @@ __global__ void from_bf16_x4_kernel(const uint16_t* src, float* dst, int64_t n) 
   }
   if (thread_id() < n - 4 * n4) dst[4 * n4 + thread_id()] = bf16_value(src[4 * n4 + thread_id()]);
 }
-__global__ void copy_bits_kernel(const uint16_t* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = thread_id(); i < n; i += thread_count()) dst[i] = src[i];
-}
 
 // x, y: (n)
 template <class T>
@@ -238,10 +235,6 @@ cudaError_t launch_from_bf16(const uint16_t* src, float* dst, int64_t n) {
     from_bf16_x4_kernel<<<grid_for((n + 3) / 4), kBlock>>>(src, dst, n);
   else
     from_bf16_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
-  return cudaGetLastError();
-}
-cudaError_t launch_copy_bits(const uint16_t* src, uint16_t* dst, int64_t n) {
-  copy_bits_kernel<<<grid_for(n), kBlock>>>(src, dst, n);
   return cudaGetLastError();
 }
 

@@ -91,7 +91,6 @@ cudaError_t launch_cast(const S* src, D* dst, int64_t n);
 // bf16 (as its 16 bits, tensor/bf16.h) to and from f32, and a copy of bf16 elements.  (n)
 cudaError_t launch_to_bf16(const float* src, uint16_t* dst, int64_t n);
 cudaError_t launch_from_bf16(const uint16_t* src, float* dst, int64_t n);
-cudaError_t launch_copy_bits(const uint16_t* src, uint16_t* dst, int64_t n);
 // x, y: (n). T: float, double. y = alpha x (when ignore_y) or alpha x + beta y.
 template <class T>
 cudaError_t launch_axpby(const T* x, T alpha, T* y, T beta, bool ignore_y, int64_t n);
