@@ -1,4 +1,6 @@
 // The backward pass: iterative topological sort, then each node once, outputs before inputs.
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,27 +17,66 @@ bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 
-Var::Var(Tensor data, bool requires_grad, std::string name) : impl_(std::make_shared<VarImpl>()) {
+Var::Var(Tensor data, bool requires_grad, std::string name)
+    : h_(std::make_shared<VarHandle>(std::make_shared<VarImpl>())), impl_(h_->impl.get()) {
   impl_->data = std::move(data);
   impl_->requires_grad = requires_grad;
   impl_->name = std::move(name);
 }
 
+// SAOBP_KEEP_GRAPH_DATA=1 keeps the data of every variable a node holds until the graph is
+// spent, as this engine did before it released them: the baseline of `saobp bench`'s peak
+// memory figures (docs/performance.md), measured by the same binary.
+namespace {
+bool keep_graph_data() {
+  static const bool keep = [] {
+    const char* v = std::getenv("SAOBP_KEEP_GRAPH_DATA");
+    return v && std::string(v) == "1";
+  }();
+  return keep;
+}
+}  // namespace
+
+VarHandle::~VarHandle() {
+  // The last Var is gone. If a node still holds the variable, it needs the gradient buffer's
+  // geometry from it, never the values (a backward that needs them captured the Tensor).
+  if (!impl || impl.use_count() == 1 || !impl->data.defined() || keep_graph_data()) return;
+  impl->released_shape = impl->data.shape();
+  impl->released_dtype = impl->data.dtype();
+  impl->released_device = impl->data.device();
+  impl->data = Tensor();
+}
+
 void Var::zero_grad() { impl_->grad = Tensor(); }
+
+namespace {
+
+// A gradient buffer for `v` (uninitialized, or zeros): its data's geometry, or the one recorded
+// when the data was released.
+Tensor new_grad(const VarImpl& v, bool zero) {
+  if (v.data.defined()) return zero ? v.data.zeros_like() : v.data.empty_like();
+  return zero ? Tensor::zeros(v.released_shape, v.released_dtype, v.released_device)
+              : Tensor::empty(v.released_shape, v.released_dtype, v.released_device);
+}
+
+}  // namespace
 
 Tensor& GradSlots::operator[](size_t i) {
   VarImpl& v = *inputs_[i];
-  if (!v.grad.defined()) v.grad = v.data.zeros_like();
+  if (!v.grad.defined()) v.grad = new_grad(v, true);
   return v.grad;
 }
 
 bool GradSlots::steal(size_t i, const Tensor& gout) {
   if (!gout_dead_) return false;
   VarImpl& v = *inputs_[i];
-  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != v.data.numel() ||
-      gout.dtype() != v.data.dtype() || gout.device() != v.data.device())
+  const bool held = v.data.defined();
+  const Shape& shape = held ? v.data.shape() : v.released_shape;
+  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != shape_numel(shape) ||
+      gout.dtype() != (held ? v.data.dtype() : v.released_dtype) ||
+      gout.device() != (held ? v.data.device() : v.released_device))
     return false;
-  v.grad = gout.view(v.data.shape());
+  v.grad = gout.view(shape);
   gout_dead_ = false;  // taken: no second input may have it
   return true;
 }
@@ -43,7 +84,7 @@ bool GradSlots::steal(size_t i, const Tensor& gout) {
 Tensor& GradSlots::slot(size_t i, bool& fresh) {
   VarImpl& v = *inputs_[i];
   fresh = !v.grad.defined();
-  if (fresh) v.grad = v.data.empty_like();
+  if (fresh) v.grad = new_grad(v, false);
   return v.grad;
 }
 
@@ -88,8 +129,8 @@ void Var::backward(const Tensor& seed, const std::function<void(VarImpl&)>& on_l
   // Reverse postorder of the graph above this variable, by an explicit-stack DFS.
   std::vector<VarImpl*> order;
   std::unordered_set<VarImpl*> seen;
-  std::vector<std::pair<VarImpl*, size_t>> stack{{impl_.get(), 0}};
-  seen.insert(impl_.get());
+  std::vector<std::pair<VarImpl*, size_t>> stack{{impl_, 0}};
+  seen.insert(impl_);
   while (!stack.empty()) {
     auto& [v, next] = stack.back();
     const auto& ins = v->node ? v->node->inputs : std::vector<std::shared_ptr<VarImpl>>{};
@@ -135,12 +176,12 @@ void Var::backward(const Tensor& seed, const std::function<void(VarImpl&)>& on_l
     if (v->grad.defined()) {
       // v's gradient is dropped after its node unless it is the root or retained, so an
       // input may take it over (GradSlots::steal) instead of copying it.
-      GradSlots slots(node->inputs, !v->retain_grad && v != impl_.get());
+      GradSlots slots(node->inputs, !v->retain_grad && v != impl_);
       node->backward(v->grad, slots);
     }
     // Release what the node saved and the intermediate gradient.
     node->backward = nullptr;
-    if (!v->retain_grad && v != impl_.get()) v->grad = Tensor();
+    if (!v->retain_grad && v != impl_) v->grad = Tensor();
     if (on_leaf_ready)
       for (VarImpl* leaf : ready_after[k]) on_leaf_ready(*leaf);
   }

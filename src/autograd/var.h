@@ -4,6 +4,14 @@
 // backward() walks the recorded graph in reverse topological order (iteratively: no recursion
 // limit on deep graphs), accumulating into each input's grad; saved tensors are released as
 // soon as their node has run.
+//
+// Memory: a node holds its inputs as variables (their gradients accumulate there), not their
+// values. When the last Var of a variable goes while a node still holds it, its data is
+// released and only its geometry kept, for the gradient buffer: an activation that no backward
+// saved (a residual branch's output, the f32 input of a bf16 GEMM, whose bf16 copy is what the
+// GEMM's backward keeps) is freed as soon as the forward is done with it, as PyTorch frees a
+// tensor no backward saved. What a backward needs it captures as a Tensor, which holds its
+// storage whatever happens to the Var.
 #pragma once
 #include <functional>
 #include <memory>
@@ -17,12 +25,27 @@ namespace saobp {
 struct Node;
 
 struct VarImpl {
-  Tensor data;
+  Tensor data;                 // undefined once released (no Var refers to the variable)
   Tensor grad;                 // same shape as data once any gradient reached it
   bool requires_grad = false;  // leaves: user choice; results: any input requires grad
   bool retain_grad = false;    // keep grad of a non-leaf after backward (tests, diagnostics)
   std::shared_ptr<Node> node;  // producer; null for leaves
   std::string name;            // parameter name, for messages
+  // data's geometry, recorded when the data is released: what a gradient buffer takes.
+  Shape released_shape;
+  DType released_dtype = DType::f32;
+  Device released_device;
+};
+
+// What Vars share: the variable, and by its lifetime whether any Var can still reach it. Its
+// destructor releases the variable's data when a node still holds the variable (the header's
+// "Memory").
+struct VarHandle {
+  std::shared_ptr<VarImpl> impl;
+  explicit VarHandle(std::shared_ptr<VarImpl> v) : impl(std::move(v)) {}
+  ~VarHandle();
+  VarHandle(const VarHandle&) = delete;
+  VarHandle& operator=(const VarHandle&) = delete;
 };
 
 class Var {
@@ -30,7 +53,7 @@ class Var {
   Var() = default;
   explicit Var(Tensor data, bool requires_grad = false, std::string name = {});
 
-  bool defined() const { return impl_ != nullptr; }
+  bool defined() const { return h_ != nullptr; }
   const Tensor& data() const { return impl_->data; }
   Tensor& data() { return impl_->data; }
   // The accumulated gradient (undefined until backward reaches this variable).
@@ -64,10 +87,13 @@ class Var {
   // A Var sharing this one's data, cut from the graph.
   Var detach() const { return Var(impl_->data); }
 
-  const std::shared_ptr<VarImpl>& impl() const { return impl_; }
+  // The variable itself, as the graph holds it: a holder of this pointer keeps the variable
+  // but not its data (a Var does).
+  const std::shared_ptr<VarImpl>& impl() const { return h_->impl; }
 
  private:
-  std::shared_ptr<VarImpl> impl_;
+  std::shared_ptr<VarHandle> h_;
+  VarImpl* impl_ = nullptr;  // h_->impl, one indirection less
 };
 
 // What a backward closure gets: the gradient arriving at the op's output, and for each input

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -84,21 +85,34 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 // ---------------------------------------------------------------- storage
 
+namespace {
+std::atomic<size_t> g_host_bytes{0}, g_host_peak{0};
+}
+
+size_t host_tensor_bytes() { return g_host_bytes.load(std::memory_order_relaxed); }
+size_t host_tensor_peak_bytes() { return g_host_peak.load(std::memory_order_relaxed); }
+void reset_host_tensor_peak() { g_host_peak.store(host_tensor_bytes(), std::memory_order_relaxed); }
+
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
   size_t bytes = std::max<size_t>(n, 1);
   if (dev.is_cpu()) {
     // 64-byte alignment for AVX-512 loads; size rounded up as aligned_alloc requires.
     data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data) fail("alloc", "out of host memory allocating {} bytes", n);
+    const size_t live = g_host_bytes.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+    size_t peak = g_host_peak.load(std::memory_order_relaxed);
+    while (live > peak && !g_host_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
   } else {
     data = cuda::allocate(bytes, dev.index);
   }
 }
 
 Storage::~Storage() {
-  if (device.is_cpu())
+  if (device.is_cpu()) {
     std::free(data);
-  else
+    g_host_bytes.fetch_sub(nbytes, std::memory_order_relaxed);
+  } else
     cuda::deallocate(data, std::max<size_t>(nbytes, 1), device.index);
 }
 

@@ -328,15 +328,21 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
       }
       if (ranks > 1) line["comm_ms_per_step"] = 1e3 * comm_secs;
       // The most memory held so far, and per token of a micro-batch (what the activations scale
-      // with): on a GPU the bytes of live tensors at once, on the CPU the process's resident peak.
+      // with): on a GPU the bytes of live tensors at once; on the CPU the same of the host's
+      // tensor storage, and the process's resident peak.
       const double micro_tokens = static_cast<double>(tc.batch_size * tc.seq_len);
       if (device.is_cuda()) {
         const double peak = static_cast<double>(cuda::memory_peak_bytes(device.index));
         line["peak_device_memory_gib"] = peak / (1 << 30);
         line["peak_device_memory_mib_per_token"] = peak / (1 << 20) / micro_tokens;
-      } else if (const double rss = peak_rss_bytes(); rss > 0) {
-        line["peak_rss_gib"] = rss / (1 << 30);
-        line["peak_rss_mib_per_token"] = rss / (1 << 20) / micro_tokens;
+      } else {
+        const double peak = static_cast<double>(host_tensor_peak_bytes());
+        line["peak_tensor_memory_gib"] = peak / (1 << 30);
+        line["peak_tensor_memory_mib_per_token"] = peak / (1 << 20) / micro_tokens;
+        if (const double rss = peak_rss_bytes(); rss > 0) {
+          line["peak_rss_gib"] = rss / (1 << 30);
+          line["peak_rss_mib_per_token"] = rss / (1 << 20) / micro_tokens;
+        }
       }
       if (grads.overlaps()) line["buckets_overlapped"] = grads.overlapped();
       std::string extra;  // the regularizer's penalty and the head skip's rates, when on

@@ -185,3 +185,31 @@ TEST_CASE("detach cuts the graph", "[autograd]") {
   const auto dv = values(d.data()), g = values(x.grad());
   for (size_t i = 0; i < 3; ++i) CHECK(g[i] == Approx(dv[i] + 2.0));
 }
+
+TEST_CASE("the graph keeps an unsaved activation's geometry and frees its data", "[autograd]") {
+  // loss = Σ (gelu(x W1ᵀ) W2ᵀ + x): gelu saves its input h1 and the second linear its input g;
+  // no backward saves h2 = g W2ᵀ or the sum's input, so their data goes with their last Var
+  // while the nodes keep them for their gradients (the engine's "Memory", var.h).
+  const int64_t N = 48, D = 24;
+  const size_t act = static_cast<size_t>(N * D) * sizeof(float);
+  Var x(randn({N, D}, 1, DType::f32), true), w1(randn({D, D}, 2, DType::f32), true);
+  Var w2(randn({D, D}, 3, DType::f32), true);
+  std::vector<Var> kept;  // when set, holds every intermediate as a caller that keeps them would
+  const auto forward = [&](bool keep) {
+    const Var h1 = linear(x, w1), g = gelu(h1), h2 = linear(g, w2), s = add(h2, x);
+    if (keep) kept = {h1, g, h2, s};
+    return sum(s);
+  };
+  const size_t before = host_tensor_bytes();
+  Var loss = forward(false);
+  CHECK(host_tensor_bytes() - before == 2 * act + sizeof(float));  // h1, g and the loss
+  loss.backward();  // the sum's and the add's gradients are built from the kept geometry
+  const std::vector<double> gx = values(x.grad()), gw1 = values(w1.grad()), gw2 = values(w2.grad());
+  for (Var* p : {&x, &w1, &w2}) p->zero_grad();
+  loss = forward(true);
+  CHECK(host_tensor_bytes() - before == 4 * act + sizeof(float));
+  loss.backward();
+  CHECK(values(x.grad()) == gx);  // the same bits whether or not the caller kept the activations
+  CHECK(values(w1.grad()) == gw1);
+  CHECK(values(w2.grad()) == gw2);
+}

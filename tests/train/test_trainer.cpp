@@ -307,7 +307,15 @@ TEST_CASE("regularizer none registers nothing and logs a zero penalty, and the l
   REQUIRE(std::getline(metrics, line));
   const nlohmann::json first = nlohmann::json::parse(line);
   CHECK(first["reg_penalty"] == 0.0);
-  // The CPU's resident peak, whole and per token of a micro-batch.
+  // The most bytes of host tensor storage alive at once (at least the model's parameters and
+  // their AdamW moments), and the CPU's resident peak, whole and per token of a micro-batch.
+  REQUIRE(first.contains("peak_tensor_memory_gib"));
+  double n_params = 0;
+  for (const Var& p : task->params().all()) n_params += static_cast<double>(p.numel());
+  CHECK(first["peak_tensor_memory_gib"].get<double>() * (1 << 30) >= 3 * 4 * n_params);  // f32 θ, m, v
+  CHECK(first["peak_tensor_memory_mib_per_token"].get<double>() *
+            static_cast<double>(cfg.train.batch_size * cfg.train.seq_len) ==
+        Approx(first["peak_tensor_memory_gib"].get<double>() * 1024));
   REQUIRE(first.contains("peak_rss_gib"));
   CHECK(first["peak_rss_gib"].get<double>() > 0);
   CHECK(first["peak_rss_mib_per_token"].get<double>() *

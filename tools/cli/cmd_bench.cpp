@@ -451,6 +451,9 @@ int run_bench(const BenchCli& o) {
     else
       fmt::print("model FLOP utilization: no peak known for {} (src/train/flops.h device_peak)\n", name);
     if (o.profile) print_profile(gpu, o.steps, 1e3 * main.med);
+  } else {
+    fmt::print("peak memory of the run's tensors {:.3f} GiB (host storage, src/tensor/tensor.h)\n",
+               static_cast<double>(host_tensor_peak_bytes()) / (1 << 30));
   }
   if (!o.json.empty()) {
     const StepBench& main = ft ? fine : pre;
@@ -469,7 +472,6 @@ int run_bench(const BenchCli& o) {
                         {"steal_fraction", steal},
                         {"others_fraction", others}};
     j.update(figures_json(main, tokens));
-    // On a GPU: the most memory the run's tensors held at once (null on the CPU).
     j["device"] = device.str();
     if (device.is_cuda()) {
       j["device_name"] = cuda::device_name(device.index);
@@ -479,10 +481,13 @@ int run_bench(const BenchCli& o) {
         j["mfu_f32"] = main.flops / main.med / peak->f32;
       }
     }
+    // The most memory the run's tensors held at once: on a GPU the caching allocator's live
+    // blocks (also as peak_device_memory_gib, null on the CPU), on the CPU the host storage.
+    const double peak_bytes = static_cast<double>(device.is_cuda() ? cuda::memory_peak_bytes(device.index)
+                                                                   : host_tensor_peak_bytes());
+    j["peak_tensor_memory_gib"] = peak_bytes / (1 << 30);
     j["peak_device_memory_gib"] =
-        device.is_cuda()
-            ? nlohmann::json(static_cast<double>(cuda::memory_peak_bytes(device.index)) / (1 << 30))
-            : nlohmann::json();
+        device.is_cuda() ? nlohmann::json(peak_bytes / (1 << 30)) : nlohmann::json();
     if (ft) j["task"] = o.finetune;
     if (ft && with_pre) {
       j["pretrain"] = figures_json(pre, tokens);
