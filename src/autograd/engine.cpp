@@ -81,6 +81,14 @@ bool GradSlots::steal(size_t i, const Tensor& gout) {
   return true;
 }
 
+void GradSlots::take(size_t i, const Tensor& t) {
+  VarImpl& v = *inputs_[i];
+  if (v.grad.defined())
+    kern::copy(t, v.grad, true);
+  else
+    v.grad = t;
+}
+
 Tensor& GradSlots::slot(size_t i, bool& fresh) {
   VarImpl& v = *inputs_[i];
   fresh = !v.grad.defined();

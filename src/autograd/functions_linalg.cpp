@@ -75,10 +75,8 @@ Tensor gemm_operand_in(const Tensor& t, GemmInputs in) {
 }
 
 // The gradients of y = x op(W) + b from g2, the output gradient (N, OUT) in the GEMMs' operand
-// dtype: gx += g2 op(W)ᵀ, gW += g2ᵀ X or Xᵀ g2, gb += Σ_rows g2, into the slots {x, w, b}. g2
-// may be the first OUT columns of a wider buffer (linear_cross_entropy's padded rows); then the
-// weight and bias gradients are a plain GEMM and a sum of their own, which the contiguous g2's
-// one pass (gemm_rowsum / gemm_colsum) needs contiguous operands for.
+// dtype, contiguous: gx += g2 op(W)ᵀ, gW += g2ᵀ X or Xᵀ g2, gb += Σ_rows g2, into the slots
+// {x, w, b}; the weight's and the bias's from one pass over g2 (gemm_rowsum / gemm_colsum).
 void affine_backward(const Tensor& g2, const Tensor& X, const Tensor& W, bool in_out, GradSlots& gin) {
   const int64_t IN = X.size(1), OUT = g2.size(1);
   const bool tw = !in_out;  // W as gemm's b operand: op(W) = Wᵀ (linear) or W (conv1d)
@@ -90,17 +88,11 @@ void affine_backward(const Tensor& g2, const Tensor& X, const Tensor& W, bool in
   // gb += Σ_rows g (with bf16 inputs: the rounded g, widened exactly, as the epilogue sums it)
   const auto bias_grad = [&](const Tensor& gb, bool acc) {
     Tensor row = gb.view({1, OUT});
-    kern::reduce_sum_to(g2.dtype() == DType::bf16 ? g2.to(DType::f32) : g2.contiguous(), row, 1.0, acc);
+    kern::reduce_sum_to(g2.dtype() == DType::bf16 ? g2.to(DType::f32) : g2, row, 1.0, acc);
   };
   // gW += gᵀ x (OUT, IN) or xᵀ g (IN, OUT); gb += Σ_rows g
   const auto weight_grad = [&](Tensor& gw, double beta, Tensor* gb, bool acc_b) {
-    if (!g2.is_contiguous()) {
-      if (in_out)
-        kern::gemm(X, true, g2, false, gw, 1.0, beta);
-      else
-        kern::gemm(g2, true, X, false, gw, 1.0, beta);
-      if (gb) bias_grad(*gb, acc_b);
-    } else if (in_out && gb) {
+    if (in_out && gb) {
       kern::gemm_colsum(X, true, g2, false, gw, beta, *gb, acc_b);
     } else if (in_out) {
       kern::gemm(X, true, g2, false, gw, 1.0, beta);
@@ -178,19 +170,35 @@ Var conv1d(const Var& x, const Var& w, const Var& b, GemmInputs in) {
 }
 
 // cross_entropy(linear(x, w, b, in), targets, ignore_index) as one node: a language model's
-// decoder and its loss, whose logits (N, V) are the step's largest tensor and never leave it.
-//   - On a GPU their rows are padded to a multiple of kLogitsPad values: the logits are the first
-//     V columns of an (N, Vp) buffer, and every GEMM reads or writes them with the leading
+// decoder and its loss, whose logits (N, V) would be the step's largest tensor (3.3 GB in f32 for
+// GPT2-Medium's 16384 rows a step) and are never whole.
+//   - The rows go through in chunks: for each, the logits, the losses and log-sum-exps, and, when
+//     gradients are wanted, the logits' gradient for an incoming gradient of 1 (the mean's row
+//     weights 1/count) and at once its products: rows of ∂x = G op(W)ᵀ, ∂W += Gᵀ X, ∂b += Σ G.
+//     Only one chunk's logits and gradient are ever held; the node keeps ∂x, ∂W and ∂b, (N, IN)
+//     + (V, IN) + (V) against (N, V), and its backward scales them by the incoming gradient
+//     (exact when that is a power of two: the trainer's 1 / grad_accum) and hands them over as
+//     its inputs' gradients. The GEMMs are those the backward would run, moved into the forward:
+//     no product is added (the Liger kernel's fused linear cross-entropy does the same).
+//   - A chunk is the most rows, a multiple of 512 (kChunkUnit), whose f32 logits fit kChunkBytes,
+//     at least 512, or all of them: 512 for GPT-2's and BERT's vocabularies (103 and 63 MB of
+//     logits, with GEMMs of 512 × 50304 × C still large enough to fill a GPU). The CPU's
+//     products sum their depth in blocks of 256 rows into the output (sgemm.cpp), so ∂W
+//     accumulated chunk by chunk has the bits of one product over all the rows.
+//   - On a GPU the logits' rows are padded to a multiple of kLogitsPad values: the logits are the
+//     first V columns of an (n, Vp) buffer, and every GEMM reads or writes them with the leading
 //     dimension Vp. A vocabulary of 50257 (GPT-2) or 30522 (BERT) puts all but every 8th row off
 //     the 16-byte alignment cuBLAS's tensor-core kernels want (llm.c pads GPT-2's to 50304 for
 //     it). The weight and the checkpoint keep V rows. SAOBP_PAD_LOGITS=0 turns the padding off.
-//   - The backward writes the logits' gradient once, straight in the GEMMs' operand dtype: under
-//     bf16 inputs each value is rounded once from its f32 value, which is what linear's backward
-//     rounds (the f32 gradient and the cast pass between them are gone).
-// On the CPU the rows are not padded and every kernel is the one the two ops call, so the node
-// gives their bits.
+//   - The logits' gradient is written once, in the GEMMs' operand dtype: under bf16 inputs each
+//     value is rounded once from its f32 value, which is what linear's backward rounds.
+// On the CPU the rows are not padded and every kernel is the one the two ops call, so with an
+// incoming gradient of 1 the node gives their bits; the bias gradient over several chunks (a
+// BERT batch of more than 512 masked tokens) adds each chunk's rounded sum, a rounding apart.
 namespace {
 constexpr int64_t kLogitsPad = 64;
+constexpr int64_t kChunkUnit = 512;
+constexpr double kChunkBytes = 64.0 * (1 << 20);
 bool pad_logits(const Device& d) {
   static const bool off = [] {
     const char* v = std::getenv("SAOBP_PAD_LOGITS");
@@ -198,39 +206,84 @@ bool pad_logits(const Device& d) {
   }();
   return !d.is_cpu() && !off;
 }
+
+// The rows of one chunk of N rows whose logits are ld wide.
+int64_t chunk_rows(int64_t N, int64_t ld, int64_t asked) {
+  const int64_t fit = static_cast<int64_t>(kChunkBytes / (4.0 * static_cast<double>(ld))) / kChunkUnit;
+  return std::min(N, asked > 0 ? asked : std::max<int64_t>(1, fit) * kChunkUnit);
+}
+
+// t · g for the node's gradients: t itself when g is 1 on the CPU; on a GPU the product with
+// the device scalar g (reading g on the host would wait for the GPU).
+Tensor scaled_by(const Tensor& t, const Tensor& g) {
+  if (g.device().is_cpu() && g.item() == 1.0) return t;
+  Tensor out = t.new_empty(t.shape());
+  Shape ones(static_cast<size_t>(t.dim()), 1);
+  kern::binary(BinaryOp::mul, t, g.contiguous().view(ones).expand(t.shape()), out);
+  return out;
+}
 }  // namespace
 
 Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor& targets,
-                         int64_t ignore_index, GemmInputs in) {
+                         int64_t ignore_index, GemmInputs in, int64_t chunk) {
   const char* op = "linear_cross_entropy";
+  if (chunk < 0 || chunk % kChunkUnit != 0)
+    fail(op, "chunk rows must be 0 (automatic) or a multiple of {}, got {}", kChunkUnit, chunk);
   const AffineOperands ops = affine_operands(x, w, b, false, in, op);
   const Tensor X = ops.X, W = ops.W;
-  const int64_t OUT = ops.OUT, N = X.size(0);
+  const int64_t IN = ops.IN, OUT = ops.OUT, N = X.size(0);
   int64_t count = 0;
   const Tensor T = loss_targets(targets, N, ignore_index, X.device(), count, op);
-  // The logits: the first OUT columns of (N, ld).
+  // The logits of a chunk: the first OUT columns of (rows, ld).
   const int64_t ld = pad_logits(X.device()) ? (OUT + kLogitsPad - 1) / kLogitsPad * kLogitsPad : OUT;
+  const int64_t R = chunk_rows(N, ld, chunk);
   const auto rows_of = [ld, OUT](const Tensor& buf) { return ld == OUT ? buf : buf.slice(1, 0, OUT); };
-  Tensor L = rows_of(x.data().new_empty({N, ld}));
-  if (!b.defined()) {
-    kern::gemm(X, false, W, true, L, 1.0, 0.0);  // x Wᵀ
-  } else if (L.is_contiguous()) {
-    kern::gemm_bias(X, false, W, true, b.data().contiguous(), L);  // b + x Wᵀ
-  } else {  // gemm_bias's definition: the bias in every row, then c += x Wᵀ
-    kern::copy(b.data().contiguous().view({1, OUT}).expand({N, OUT}), L, false);
-    kern::gemm(X, false, W, true, L, 1.0, 1.0);
+  const bool grads = grad_enabled() && count > 0;
+  const bool gx_on = grads && x.requires_grad(), gw_on = grads && w.requires_grad(),
+             gb_on = grads && b.defined() && b.requires_grad();
+  const bool any = gx_on || gw_on || gb_on;
+  Tensor losses = x.data().new_empty({N}), lse = x.data().new_empty({N}), total = x.data().new_empty({1});
+  Tensor gx = gx_on ? x.data().new_empty({N, IN}) : Tensor(),
+         gw = gw_on ? w.data().new_empty({OUT, IN}) : Tensor(),
+         gb = gb_on ? b.data().new_empty({1, OUT}) : Tensor();
+  Tensor lbuf = x.data().new_empty({std::max<int64_t>(R, 1), ld}), gbuf, wr;
+  if (any) {
+    gbuf = Tensor::empty({std::max<int64_t>(R, 1), ld}, W.dtype(), X.device());
+    wr = Tensor::full({N}, 1.0 / static_cast<double>(count), lbuf.dtype(),
+                      X.device());  // Σ over counted rows / count
   }
-  Tensor losses = L.new_empty({N}), lse = L.new_empty({N}), total = L.new_empty({1});
-  kern::cross_entropy_forward(L, T, ignore_index, losses, lse);
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int64_t r1 = std::min(N, r0 + R);
+    const Tensor Xc = X.slice(0, r0, r1), Tc = T.slice(0, r0, r1);
+    Tensor L = rows_of(lbuf.slice(0, 0, r1 - r0));
+    if (!b.defined()) {
+      kern::gemm(Xc, false, W, true, L, 1.0, 0.0);  // x Wᵀ
+    } else if (L.is_contiguous()) {
+      kern::gemm_bias(Xc, false, W, true, b.data().contiguous(), L);  // b + x Wᵀ
+    } else {  // gemm_bias's definition: the bias in every row, then c += x Wᵀ
+      kern::copy(b.data().contiguous().view({1, OUT}).expand({r1 - r0, OUT}), L, false);
+      kern::gemm(Xc, false, W, true, L, 1.0, 1.0);
+    }
+    Tensor lc = losses.slice(0, r0, r1), sc = lse.slice(0, r0, r1);
+    kern::cross_entropy_forward(L, Tc, ignore_index, lc, sc);
+    if (!any) continue;
+    Tensor G = rows_of(gbuf.slice(0, 0, r1 - r0));
+    kern::cross_entropy_backward(L, Tc, sc, wr.slice(0, r0, r1), ignore_index, G, false);
+    if (gx_on) {
+      Tensor gxc = gx.slice(0, r0, r1);
+      kern::gemm(G, false, W, false, gxc, 1.0, 0.0);  // ∂x = G W
+    }
+    if (gw_on) kern::gemm(G, true, Xc, false, gw, 1.0, r0 == 0 ? 0.0 : 1.0);  // ∂W += Gᵀ x
+    if (gb_on)  // ∂b += Σ_rows G (under bf16 inputs the rounded G, widened exactly)
+      kern::reduce_sum_to(G.dtype() == DType::bf16 ? G.to(DType::f32) : G.contiguous(), gb, 1.0, r0 > 0);
+  }
   kern::reduce_sum_to(losses.view({N}), total, count ? 1.0 / count : 0.0, false);
+  const Shape x_shape = x.shape();
   return make_result(total.view(Shape{}), op, {x, w, b},
-                     [X, W, L, T, lse, count, ignore_index, N, ld, rows_of](const Tensor& g, GradSlots& gin) {
-                       if (count == 0) return;
-                       const Tensor wr = mean_row_weights(g, count, N, L);  // every counted row: g / count
-                       // The logits' gradient in W's dtype (f32, or bf16 rounded once), rows ld apart.
-                       Tensor G = rows_of(Tensor::empty({N, ld}, W.dtype(), L.device()));
-                       kern::cross_entropy_backward(L, T, lse, wr, ignore_index, G, false);
-                       affine_backward(G, X, W, false, gin);
+                     [gx, gw, gb, x_shape, OUT](const Tensor& g, GradSlots& gin) {
+                       if (gx.defined() && gin.needs(0)) gin.take(0, scaled_by(gx, g).view(x_shape));
+                       if (gw.defined() && gin.needs(1)) gin.take(1, scaled_by(gw, g));
+                       if (gb.defined() && gin.needs(2)) gin.take(2, scaled_by(gb, g).view({OUT}));
                      });
 }
 

@@ -25,10 +25,12 @@ Var linear(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = Gem
 // add(matmul(x, w), b) on the CPU in one fused forward and backward.
 Var conv1d(const Var& x, const Var& w, const Var& b = Var(), GemmInputs in = GemmInputs::f32);
 // cross_entropy(linear(x, w, b, in), targets, ignore_index) in one node, the LM heads' decoder and
-// loss: the logits stay inside it, their rows padded on a GPU for aligned GEMMs, and their
-// gradient is written once in the GEMMs' operand dtype. On the CPU: the two ops' bits.
+// loss: the logits go through in chunks of rows and are never whole (their gradient and its
+// products are computed in the forward, chunk by chunk), their rows padded on a GPU for aligned
+// GEMMs, their gradient written once in the GEMMs' operand dtype. On the CPU: the two ops' bits.
+// chunk: rows per chunk, a multiple of 512; 0 picks the most whose f32 logits fit 64 MiB.
 Var linear_cross_entropy(const Var& x, const Var& w, const Var& b, const Tensor& targets,
-                         int64_t ignore_index = -100, GemmInputs in = GemmInputs::f32);
+                         int64_t ignore_index = -100, GemmInputs in = GemmInputs::f32, int64_t chunk = 0);
 
 // ---- elementwise, broadcasting numpy-style ----
 Var add(const Var& a, const Var& b);

@@ -116,6 +116,9 @@ class GradSlots {
   // returned. Once per backward call: a second input must not share the buffer (accumulating
   // into one would change the other). Otherwise false, and the caller copies as before.
   bool steal(size_t i, const Tensor& gout);
+  // Hands input i the gradient t (contiguous, of its shape, dtype and device): t itself, taken
+  // over, when the input has none yet; otherwise t is added into it.
+  void take(size_t i, const Tensor& t);
 
  private:
   const std::vector<std::shared_ptr<VarImpl>>& inputs_;

@@ -213,3 +213,17 @@ TEST_CASE("the graph keeps an unsaved activation's geometry and frees its data",
   CHECK(values(w1.grad()) == gw1);
   CHECK(values(w2.grad()) == gw2);
 }
+
+TEST_CASE("under bf16 GEMM inputs a linear layer's f32 input is freed and its bf16 copy kept", "[autograd]") {
+  // loss = Σ linear(gelu(x), W, b) with bf16 operands: the linear layer's backward keeps the bf16
+  // copies of gelu(x) and W; the f32 gelu(x) and the layer's output are saved by no backward.
+  const int64_t N = 40, D = 32;
+  Var x(randn({N, D}, 4, DType::f32), true), w(randn({D, D}, 5, DType::f32), true);
+  Var b(randn({D}, 6, DType::f32), true);
+  const size_t before = host_tensor_bytes();
+  const Var loss = sum(linear(gelu(x), w, b, GemmInputs::bf16));
+  CHECK(host_tensor_bytes() - before == static_cast<size_t>(N * D + D * D) * 2 + sizeof(float));
+  loss.backward();
+  CHECK(x.grad().defined());
+  CHECK(w.grad().defined());
+}

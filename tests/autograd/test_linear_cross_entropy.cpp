@@ -14,6 +14,7 @@ using namespace saobp;
 using saobp::test::bitwise_equal;
 using saobp::test::ids;
 using saobp::test::randn;
+using saobp::test::values;
 
 namespace {
 
@@ -37,16 +38,17 @@ struct Out {
   Tensor loss, gx, gw, gb;
 };
 
-// The loss and gradients of one head call, fused or as the two ops. The weight also feeds an
-// embedding lookup first (the tied word embeddings), so its gradient accumulates.
+// The loss and gradients of one head call, fused (in chunks of `chunk` rows, 0: automatic) or as
+// the two ops, the loss scaled by `seed` before the backward. The weight also feeds an embedding
+// lookup first (the tied word embeddings), so its gradient accumulates.
 Out run_head(const Head& h, bool fused, const Tensor& x0, const Tensor& w0, const Tensor& b0,
-             const Tensor& tg, const Tensor& lookup, Device d) {
+             const Tensor& tg, const Tensor& lookup, Device d, int64_t chunk = 0, double seed = 1.0) {
   Var x(x0.to(d), true), w(w0.to(d), h.weight_learns), b = h.bias ? Var(b0.to(d), true) : Var();
   Var emb = h.weight_learns ? embedding(w, lookup.to(d)) : Var();
   Var xin = h.weight_learns ? add(x, scale(mean(emb), 0.25)) : x;
-  const Var loss = fused ? linear_cross_entropy(xin, w, b, tg, -100, h.in)
+  const Var loss = fused ? linear_cross_entropy(xin, w, b, tg, -100, h.in, chunk)
                          : cross_entropy(linear(xin, w, b, h.in), tg, -100);
-  loss.backward();
+  (seed == 1.0 ? loss : scale(loss, seed)).backward();
   const auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : Tensor(); };
   return {host(loss.data()), host(x.grad()), h.weight_learns ? host(w.grad()) : Tensor(),
           h.bias ? host(b.grad()) : Tensor()};
@@ -144,6 +146,33 @@ TEST_CASE("linear_cross_entropy gives the bits of cross_entropy(linear(...)) on 
     if (h.weight_learns) CHECK(bitwise_equal(f.gw, c.gw));
     if (h.bias) CHECK(bitwise_equal(f.gb, c.gb));
   }
+  // In chunks of 512 rows (three here, the last of 276), and under an incoming gradient of 1/4:
+  // the bits again, the loss summed over all rows at once and ∂W over the chunks in the depth
+  // blocks of one product. The bias gradient adds each chunk's rounded sum: within a rounding.
+  // An incoming gradient of 1/3 scales the gradients after their products: within roundings.
+  const int64_t N = 1300;
+  const Tensor xl = randn({N, IN}, 526, DType::f32), lookup2 = ids({5, 5, 30}, {3});
+  std::vector<int32_t> tl(static_cast<size_t>(N));
+  for (size_t i = 0; i < tl.size(); ++i) tl[i] = i % 9 == 4 ? -100 : static_cast<int32_t>((i * 31) % V);
+  const Tensor tgl = ids(tl, {N});
+  for (const Head& h : kHeads) {
+    if (h.in == GemmInputs::bf16) continue;  // the CPU trains in f32
+    for (double seed : {1.0, 0.25, 1.0 / 3.0}) {
+      INFO("bias " << h.bias << " weight learns " << h.weight_learns << " seed " << seed);
+      const Out f = run_head(h, true, xl, w, b, tgl, lookup2, Device::cpu(), 512, seed);
+      const Out c = run_head(h, false, xl, w, b, tgl, lookup2, Device::cpu(), 0, seed);
+      CHECK(bitwise_equal(f.loss, c.loss));
+      const bool exact = seed != 1.0 / 3.0;
+      CHECK(
+          (exact ? bitwise_equal(f.gx, c.gx) : saobp::test::max_abs_diff(values(f.gx), values(c.gx)) < 1e-7));
+      if (h.weight_learns)
+        CHECK((exact ? bitwise_equal(f.gw, c.gw)
+                     : saobp::test::max_abs_diff(values(f.gw), values(c.gw)) < 1e-7));
+      if (h.bias) CHECK(saobp::test::max_abs_diff(values(f.gb), values(c.gb)) < 1e-7);
+    }
+  }
+  CHECK_ERROR(linear_cross_entropy(Var(xl, true), Var(w), Var(), tgl, -100, GemmInputs::f32, 500),
+              Catch::Contains("chunk rows must be 0 (automatic) or a multiple of 512, got 500"));
   // Every row ignored: a loss of 0 and no gradient, as the two ops give.
   Var x0(x.clone(), true), w0(w.clone(), true);
   const Var none = linear_cross_entropy(x0, w0, Var(), ids(std::vector<int32_t>(10, -100), {2, 5}));
@@ -180,36 +209,38 @@ TEST_CASE("cuda linear_cross_entropy: padded logits rows give the CPU's values, 
     return;
   }
   const Device gpu = Device::cuda();
-  for (int64_t V : {1000, 1001, 1024}) {  // padded to 1024, 1024 (from an odd width) and not at all
-    const int64_t IN = 64;
-    const Tensor x = randn({3, 40, IN}, 541, DType::f32), w = randn({V, IN}, 542, DType::f32, 0.2);
-    const Tensor b = randn({V}, 543, DType::f32), lookup = ids({1, 999, 7, 7}, {4});
-    std::vector<int32_t> t(120);
-    for (size_t i = 0; i < t.size(); ++i) t[i] = i % 7 == 3 ? -100 : static_cast<int32_t>((i * 37) % V);
-    const Tensor tg = ids(t, {3, 40});
-    for (const Head& h : kHeads) {
-      INFO("V " << V << " bias " << h.bias << " weight learns " << h.weight_learns << " bf16 "
-                << (h.in == GemmInputs::bf16));
-      const Out cpu = run_head(h, false, x, w, b, tg, lookup, Device::cpu());
-      const Out g1 = run_head(h, true, x, w, b, tg, lookup, gpu),
-                g2 = run_head(h, true, x, w, b, tg, lookup, gpu);
-      // bf16 rounds the logits' gradient: an entry near a rounding boundary may go either way
-      // under the GPU's other order of sums (docs/precision.md), so its tolerance is bf16's.
-      const double tol = h.in == GemmInputs::bf16 ? 2e-3 : 2e-5;
-      const auto close = [tol](const Tensor& a, const Tensor& c) {
-        double num = 0, den = 0;
-        const auto av = saobp::test::values(a), cv = saobp::test::values(c);
-        for (size_t i = 0; i < av.size(); ++i) num += (av[i] - cv[i]) * (av[i] - cv[i]), den += cv[i] * cv[i];
-        return std::sqrt(num) <= tol * std::sqrt(den) + 1e-30;
-      };
-      CHECK(close(g1.loss, cpu.loss));
-      CHECK(close(g1.gx, cpu.gx));
-      if (h.weight_learns) CHECK(close(g1.gw, cpu.gw));
-      if (h.bias) CHECK(close(g1.gb, cpu.gb));
-      CHECK(bitwise_equal(g1.loss, g2.loss));
-      CHECK(bitwise_equal(g1.gx, g2.gx));
-      if (h.weight_learns) CHECK(bitwise_equal(g1.gw, g2.gw));
-      if (h.bias) CHECK(bitwise_equal(g1.gb, g2.gb));
+  for (int64_t V : {1000, 1001, 1024})  // padded to 1024, 1024 (from an odd width) and not at all
+    for (int64_t chunk : {0, 512}) {    // one chunk of 1320 rows; three
+      const int64_t IN = 64;
+      const Tensor x = randn({3, 440, IN}, 541, DType::f32), w = randn({V, IN}, 542, DType::f32, 0.2);
+      const Tensor b = randn({V}, 543, DType::f32), lookup = ids({1, 999, 7, 7}, {4});
+      std::vector<int32_t> t(1320);
+      for (size_t i = 0; i < t.size(); ++i) t[i] = i % 7 == 3 ? -100 : static_cast<int32_t>((i * 37) % V);
+      const Tensor tg = ids(t, {3, 440});
+      for (const Head& h : kHeads) {
+        INFO("V " << V << " chunk " << chunk << " bias " << h.bias << " weight learns " << h.weight_learns
+                  << " bf16 " << (h.in == GemmInputs::bf16));
+        const Out cpu = run_head(h, false, x, w, b, tg, lookup, Device::cpu());
+        const Out g1 = run_head(h, true, x, w, b, tg, lookup, gpu, chunk),
+                  g2 = run_head(h, true, x, w, b, tg, lookup, gpu, chunk);
+        // bf16 rounds the logits' gradient: an entry near a rounding boundary may go either way
+        // under the GPU's other order of sums (docs/precision.md), so its tolerance is bf16's.
+        const double tol = h.in == GemmInputs::bf16 ? 2e-3 : 2e-5;
+        const auto close = [tol](const Tensor& a, const Tensor& c) {
+          double num = 0, den = 0;
+          const auto av = saobp::test::values(a), cv = saobp::test::values(c);
+          for (size_t i = 0; i < av.size(); ++i)
+            num += (av[i] - cv[i]) * (av[i] - cv[i]), den += cv[i] * cv[i];
+          return std::sqrt(num) <= tol * std::sqrt(den) + 1e-30;
+        };
+        CHECK(close(g1.loss, cpu.loss));
+        CHECK(close(g1.gx, cpu.gx));
+        if (h.weight_learns) CHECK(close(g1.gw, cpu.gw));
+        if (h.bias) CHECK(close(g1.gb, cpu.gb));
+        CHECK(bitwise_equal(g1.loss, g2.loss));
+        CHECK(bitwise_equal(g1.gx, g2.gx));
+        if (h.weight_learns) CHECK(bitwise_equal(g1.gw, g2.gw));
+        if (h.bias) CHECK(bitwise_equal(g1.gb, g2.gb));
+      }
     }
-  }
 }
