@@ -279,6 +279,11 @@ gpu_fused() {
     SAOBP_PAD_LOGITS=$pad "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 \
       train.precision=bf16 data.kind=synthetic model.attention=original --profile || rc=1
   done
+  # The memory baseline: the graph keeping every activation's data until the backward
+  # (docs/performance.md, "Activation memory"); its peak against the runs above.
+  echo "-- gpt2-medium:512 original SAOBP_KEEP_GRAPH_DATA=1"
+  SAOBP_KEEP_GRAPH_DATA=1 "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 \
+    train.precision=bf16 data.kind=synthetic model.attention=original || rc=1
   echo "-- gpt2-medium:512 bp_high, fused, profiled"
   SAOBP_FUSED_ATTENTION=1 "$saobp" bench configs/gpt2-medium.toml train.device=cuda train.seq_len=512 train.precision=bf16 \
     data.kind=synthetic model.attention=bp_high --profile || rc=1
