@@ -91,7 +91,6 @@ std::atomic<size_t> g_host_bytes{0}, g_host_peak{0};
 
 size_t host_tensor_bytes() { return g_host_bytes.load(std::memory_order_relaxed); }
 size_t host_tensor_peak_bytes() { return g_host_peak.load(std::memory_order_relaxed); }
-void reset_host_tensor_peak() { g_host_peak.store(host_tensor_bytes(), std::memory_order_relaxed); }
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
   size_t bytes = std::max<size_t>(n, 1);

@@ -34,13 +34,12 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-// The bytes of host (CPU) tensor storage alive now, and the most alive at once since the last
-// reset_host_tensor_peak(): the CPU's twin of the GPU caching allocator's memory_peak_bytes
-// (device_info.h), exact where the process's resident peak also counts the allocator's and the
-// libraries' own memory. Counted for every Storage on the CPU, whatever thread allocates it.
+// The bytes of host (CPU) tensor storage alive now, and the most alive at once in this process:
+// the CPU's twin of the GPU caching allocator's memory_peak_bytes (device_info.h), exact where
+// the process's resident peak also counts the allocator's and the libraries' own memory. Counted
+// for every Storage on the CPU, whatever thread allocates it.
 size_t host_tensor_bytes();
 size_t host_tensor_peak_bytes();
-void reset_host_tensor_peak();  // the peak starts again from the bytes alive now
 
 class Tensor {
  public:
