@@ -51,12 +51,22 @@ void Var::zero_grad() { impl_->grad = Tensor(); }
 
 namespace {
 
-// A gradient buffer for `v` (uninitialized, or zeros): its data's geometry, or the one recorded
-// when the data was released.
+// What a gradient buffer of `v` takes: its data's geometry, or the one recorded when the data
+// was released.
+struct Geometry {
+  const Shape& shape;
+  DType dtype;
+  Device device;
+};
+Geometry geometry(const VarImpl& v) {
+  if (v.data.defined()) return {v.data.shape(), v.data.dtype(), v.data.device()};
+  return {v.released_shape, v.released_dtype, v.released_device};
+}
+
+// A gradient buffer for `v`: uninitialized, or zeros.
 Tensor new_grad(const VarImpl& v, bool zero) {
-  if (v.data.defined()) return zero ? v.data.zeros_like() : v.data.empty_like();
-  return zero ? Tensor::zeros(v.released_shape, v.released_dtype, v.released_device)
-              : Tensor::empty(v.released_shape, v.released_dtype, v.released_device);
+  const Geometry g = geometry(v);
+  return zero ? Tensor::zeros(g.shape, g.dtype, g.device) : Tensor::empty(g.shape, g.dtype, g.device);
 }
 
 }  // namespace
@@ -70,13 +80,11 @@ Tensor& GradSlots::operator[](size_t i) {
 bool GradSlots::steal(size_t i, const Tensor& gout) {
   if (!gout_dead_) return false;
   VarImpl& v = *inputs_[i];
-  const bool held = v.data.defined();
-  const Shape& shape = held ? v.data.shape() : v.released_shape;
-  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != shape_numel(shape) ||
-      gout.dtype() != (held ? v.data.dtype() : v.released_dtype) ||
-      gout.device() != (held ? v.data.device() : v.released_device))
+  const Geometry g = geometry(v);
+  if (v.grad.defined() || !gout.is_contiguous() || gout.numel() != shape_numel(g.shape) ||
+      gout.dtype() != g.dtype || gout.device() != g.device)
     return false;
-  v.grad = gout.view(shape);
+  v.grad = gout.view(g.shape);
   gout_dead_ = false;  // taken: no second input may have it
   return true;
 }
