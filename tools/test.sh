@@ -11,18 +11,20 @@ cd "$(dirname "$0")/.."
 bash tools/deps.sh chromium python3-torch fortunes clang libclang-rt-14-dev libomp-dev
 
 jobs=$(nproc)
-echo "== format (.clang-format)"
+# Each stage's heading carries the seconds since the start, so a log shows where CI's time went.
+stage() { echo "== $* (at ${SECONDS} s)"; }
+stage "format (.clang-format)"
 bash tools/format.sh --check
-echo "== CPU build (Release, SAOBP_CUDA=OFF; tools/build.sh, shared with quickstart.sh)"
+stage "CPU build (Release, SAOBP_CUDA=OFF; tools/build.sh, shared with quickstart.sh)"
 bash tools/build.sh
-echo "== CPU tests"
+stage "CPU tests"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -j "$jobs" --output-on-failure
 
 # The whole CUDA backend built for the CPU under the emulator (SAOBP_CUDA=EMU, build-emu/,
 # tests/cuda_emu/README.md) and its [cuda] tests run on the emulated GPU: the backend's logic,
 # host halves included, checked on a machine without a GPU. It shares the compiler cache with
 # build/ above: only the GPU sources and the kernels' dispatchers compile anew.
-echo "== CUDA backend on the emulated GPU (tools/emu_check.sh)"
+stage "CUDA backend on the emulated GPU (tools/emu_check.sh)"
 bash tools/emu_check.sh quick
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (docs/reliability.md):
@@ -32,7 +34,7 @@ bash tools/emu_check.sh quick
 # and runs no code the rest does not: the [slow] trainings, the [golden] trajectories (their
 # kernels and optimizer are tested by [kernels], [attention], [autograd] and [train]) and
 # [cuda] (no GPU code in this build).
-echo "== ASan + UBSan tests (build-asan, SAOBP_SANITIZE=address,undefined)"
+stage "ASan + UBSan tests (build-asan, SAOBP_SANITIZE=address,undefined)"
 SAOBP_BUILD_DIR=build-asan SAOBP_CMAKE_ARGS="-DSAOBP_SANITIZE=address,undefined" \
   bash tools/build.sh saobp_tests
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
@@ -41,24 +43,25 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 
 # libFuzzer on every reader of untrusted files, 10 s each (tools/fuzz.sh, docs/reliability.md).
 if command -v clang++ >/dev/null; then
-  echo "== fuzz (tools/fuzz.sh 10)"
+  stage "fuzz (tools/fuzz.sh 10)"
   bash tools/fuzz.sh 10
 else
-  echo "== clang++ not found: fuzzers not run"
+  stage "clang++ not found: fuzzers not run"
 fi
 
 nvcc_bin=$(command -v nvcc || true)
 [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]] && nvcc_bin=/usr/local/cuda/bin/nvcc
 if [[ -n $nvcc_bin ]]; then
-  echo "== CUDA build (SAOBP_CUDA=ON, $($nvcc_bin --version | tail -1))"
+  stage "CUDA build (SAOBP_CUDA=ON, $($nvcc_bin --version | tail -1))"
   SAOBP_BUILD_DIR=build-cuda SAOBP_CMAKE_ARGS="-DSAOBP_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc_bin" \
     bash tools/build.sh
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    echo "== GPU tests"
+    stage "GPU tests"
     ctest --test-dir build-cuda -j 1 --output-on-failure
   else
-    echo "== no GPU here: CUDA backend compiled, GPU tests not run"
+    stage "no GPU here: CUDA backend compiled, GPU tests not run"
   fi
 else
-  echo "== nvcc not found: CUDA backend not built"
+  stage "nvcc not found: CUDA backend not built"
 fi
+stage "all stages passed"
