@@ -134,13 +134,13 @@ VocabTrainer::VocabTrainer(const VocabTrainOptions& opt) : impl_(std::make_uniqu
   if (opt.kind != "wordpiece" && opt.kind != "bpe")
     fail("vocab", "kind must be wordpiece or bpe, got '{}'", opt.kind);
   if (opt.vocab_size < 1 || opt.vocab_size > std::numeric_limits<int32_t>::max())
-    fail("vocab", "vocab_size (--size) must be in [1, {}], got {}", std::numeric_limits<int32_t>::max(),
+    fail("vocab", "{} must be in [1, {}], got {}", opt.size_name, std::numeric_limits<int32_t>::max(),
          opt.vocab_size);
   if (opt.kind == "bpe" && opt.vocab_size < 257)
     fail("vocab",
-         "vocab_size (--size) {} is below the 257 tokens every byte-level BPE vocabulary holds (256 "
+         "{} = {} is below the 257 tokens every byte-level BPE vocabulary holds (256 "
          "bytes and <|endoftext|>)",
-         opt.vocab_size);
+         opt.size_name, opt.vocab_size);
   if (opt.min_frequency < 0)
     fail("vocab", "min_frequency (--min-frequency) must be >= 0, got {}", opt.min_frequency);
   impl_->opt = opt;
@@ -320,10 +320,9 @@ std::unique_ptr<Tokenizer> VocabTrainer::finish() {
     }
     if (static_cast<int64_t>(tokens.size()) > m.opt.vocab_size)
       fail("vocab",
-           "vocab_size (--size) {} is smaller than the initial vocabulary: 5 special tokens and {} symbols "
-           "of the "
+           "{} = {} is smaller than the initial vocabulary: 5 special tokens and {} symbols of the "
            "corpus (each character alone and as a \"##\" continuation); give at least {}",
-           m.opt.vocab_size, tokens.size() - 5, tokens.size());
+           m.opt.size_name, m.opt.vocab_size, tokens.size() - 5, tokens.size());
     MergeResult r =
         merge_loop(std::move(tokens), std::move(words), wcount, m.opt.vocab_size, m.opt.min_frequency, "##");
     return std::make_unique<WordPieceTokenizer>(std::move(r.tokens), m.norm);

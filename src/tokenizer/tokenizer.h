@@ -75,6 +75,9 @@ struct VocabTrainOptions {
   int64_t vocab_size = 30522;      // including specials and the initial alphabet
   int64_t min_frequency = 2;       // pairs rarer than this are never merged
   bool lowercase = true;           // wordpiece only
+  // How errors name vocab_size: the vocab command's option, or the config key when a training run
+  // builds its own vocabulary.
+  std::string size_name = "vocab_size (--size)";
 };
 class VocabTrainer {
  public:

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "core/fs.h"
 #include "core/hash.h"
@@ -100,6 +101,43 @@ std::vector<Leftover> leftovers(const fs::path& dir) {
 }
 
 }  // namespace
+
+bool is_run_output(const std::string& name) {
+  static const std::regex checkpoint(R"((final|checkpoint-[0-9]+)(\.(tmp|old)-[0-9]+)?)");
+  static const std::regex prediction(R"((predictions|null_odds)(_[A-Za-z0-9_.-]+)?\.jsonl?)");
+  static const std::set<std::string> files = {"metrics.jsonl", "init_report.json", "results.json"};
+  return files.count(name) || glue_submission_files().count(name) || std::regex_match(name, checkpoint) ||
+         std::regex_match(name, prediction);
+}
+
+const std::set<std::string>& glue_submission_files() {
+  static const std::set<std::string> names = {"CoLA.tsv",   "SST-2.tsv",   "MRPC.tsv", "QQP.tsv",
+                                              "STS-B.tsv",  "QNLI.tsv",    "RTE.tsv",  "WNLI.tsv",
+                                              "MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"};
+  return names;
+}
+
+void refuse_output_over_inputs(const std::string& out, std::string_view option,
+                               const std::vector<std::string>& inputs) {
+  if (out.empty() || out == "-") return;
+  std::error_code ec;
+  const fs::path o = fs::weakly_canonical(fs::absolute(out), ec);
+  for (const std::string& in : inputs) {
+    if (in.empty() || in == "-") continue;
+    const fs::path i = fs::weakly_canonical(fs::absolute(in), ec);
+    if (o == i || fs::equivalent(o, i, ec))
+      fail("output", "{} {} is an input of this command ({}): write the output elsewhere", option, out, in);
+    if (!fs::is_directory(i, ec)) continue;
+    const fs::path rel = o.lexically_relative(i);
+    if (rel.empty() || *rel.begin() == ".." || *rel.begin() == ".") continue;
+    const std::string first = rel.begin()->string();
+    const bool saved_file = fs::exists(i / "checksums.json", ec) && std::next(rel.begin()) == rel.end() &&
+                            fs::is_regular_file(o, ec);
+    if (saved_file || is_run_output(first) || first == "cache" || first == "tokenizer")
+      fail("output", "{} {} would replace {} {}, which this command reads: write the output elsewhere",
+           option, out, saved_file ? "a file of the checkpoint" : "what a run saved in", in);
+  }
+}
 
 void check_finite(const Tensor& t, const std::string& file, const std::string& name) {
   if (!is_floating(t.dtype())) return;
@@ -380,7 +418,17 @@ TrainerState load_training_state(const std::string& dir, AdamW& opt, int64_t max
   const SafetensorsFile f = load_safetensors((fs::path(dir) / "optimizer.safetensors").string());
   for (size_t i = 0; i < opt.params().size(); ++i) {
     copy_into(f, opt.params()[i].name() + ".exp_avg", opt.first_moments()[i]);
-    copy_into(f, opt.params()[i].name() + ".exp_avg_sq", opt.second_moments()[i]);
+    const std::string sq = opt.params()[i].name() + ".exp_avg_sq";
+    copy_into(f, sq, opt.second_moments()[i]);
+    // A running mean of squared gradients is never negative; one that is would take the square
+    // root of a negative number in the first update.
+    const std::vector<double> v = opt.second_moments()[i].to(DType::f64).to_vector<double>();
+    for (size_t j = 0; j < v.size(); ++j)
+      if (v[j] < 0)
+        fail("checkpoint",
+             "{}: tensor '{}' holds {} at flat index {}, where second moments are >= 0; the "
+             "checkpoint is damaged",
+             f.path, sq, v[j], j);
   }
   check_no_extra(f, 2 * opt.params().size());
   const std::string path = (fs::path(dir) / "trainer_state.json").string();

@@ -28,7 +28,9 @@
 // offsets derived from the step, so (seed, step) restores them.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/params.h"
@@ -60,6 +62,23 @@ struct CheckpointContents {
   std::string config_toml;
   const Tokenizer* tokenizer = nullptr;  // saved alongside when set
 };
+
+// Whether an entry of train.run_dir, by its name, is something a run writes there: final/,
+// checkpoint-N/ (and an interrupted save's NAME.tmp-PID / NAME.old-PID), metrics.jsonl,
+// init_report.json, and a fine-tuning's results.json, predictions*.json(l), null_odds*.json and
+// GLUE leaderboard files (glue_submission_files). --overwrite removes these and nothing else.
+bool is_run_output(const std::string& name);
+// The file names of the GLUE leaderboard's submission zip (finetune's submission_splits writes
+// them into a fine-tuning's run folder).
+const std::set<std::string>& glue_submission_files();
+
+// An output path of a command that reads `inputs` (files, checkpoint folders, run folders) must
+// not replace what it reads: refuses, naming `option`, a path that is an input itself, an existing
+// file of an input checkpoint (a folder with checksums.json: its files are saved data), or a path
+// under what a run wrote in an input run folder (is_run_output, cache/, tokenizer/). New files
+// beside them are allowed (analyze writes CHECKPOINT/analysis/, report may write RUN/report.html).
+void refuse_output_over_inputs(const std::string& out, std::string_view option,
+                               const std::vector<std::string>& inputs);
 
 // Writes `dir` atomically (a temporary sibling directory renamed over it, see above). With the
 // environment variable SAOBP_TEST_PAUSE_IN_SAVE=POINT:N (a test hook of the kill test), the Nth

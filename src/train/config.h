@@ -149,6 +149,12 @@ std::string to_toml(const RunConfig& cfg);
 // without train.reduce and train.bucket_mb: the identity of a run, which --resume requires,
 // independent of how its batch is split and summed and of the device it runs on.
 uint64_t config_hash(const RunConfig& cfg);
+// The keys config_hash covers whose values differ between a and b (as to_toml writes them), in
+// schema order: why two configs hash apart.
+struct ConfigDifference {
+  std::string key, a, b;
+};
+std::vector<ConfigDifference> hashed_differences(const RunConfig& a, const RunConfig& b);
 
 // The most OpenMP threads train.threads may ask for (libgomp fails on absurd counts).
 constexpr int kMaxThreads = 1024;

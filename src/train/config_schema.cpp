@@ -450,7 +450,7 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
         n->visit([&](auto&& x) { sec->insert_or_assign(k, x); });
         set = true;
       }
-    } catch (const toml::parse_error&) {
+    } catch (const toml::parse_error& e) {
       // Digits that TOML refuses are an integer too large for 64 bits, not a string.
       const std::string_view digits =
           std::string_view(rhs).substr(rhs.starts_with('-') || rhs.starts_with('+'));
@@ -459,6 +459,11 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
           }))
         fail("config", "{}{}: {} is out of range for an integer (at most {})", where, lhs, rhs,
              std::numeric_limits<int64_t>::max());
+      // A number or an array that TOML refuses (1e400, [1, 1e400]) is that value, wrong, not a
+      // string: say why. A bare word stays a string, for the key's own type error.
+      const char c0 = digits.empty() ? '\0' : digits.front();
+      if (!f->string_typed && ((c0 >= '0' && c0 <= '9') || c0 == '.' || rhs.starts_with('[')))
+        fail("config", "{}{}: {} is not a valid TOML value: {}", where, lhs, rhs, e.description());
     }
     if (!set) sec->insert_or_assign(k, rhs);  // not a TOML value (bp_high, data/x.txt): a string
     origins[lhs] = where;
@@ -494,7 +499,7 @@ RunConfig resolve(toml::table doc, const std::string& path, const std::vector<st
 }
 
 // The TOML of every key of the schema, less those in `skip`.
-std::string toml_of(const RunConfig& cfg, std::initializer_list<std::string_view> skip) {
+std::string toml_of(const RunConfig& cfg, const std::vector<std::string_view>& skip) {
   std::string out =
       "# saobp run config, fully resolved: every key, so the run can be repeated from this file\n";
   const char* section = "";
@@ -522,12 +527,34 @@ std::string to_toml(const RunConfig& cfg) { return toml_of(cfg, {}); }
 // the other kernels (the tiled ones when the maps no longer fit, say). train.precision is left
 // out for the same reason as the device: a bf16 run saved on a GPU resumes in f32 on the CPU, and
 // so is train.memory_limit_gib, which bounds where a run fits, not what it computes.
-uint64_t config_hash(const RunConfig& cfg) {
+namespace {
+
+// What config_hash leaves out or normalizes (above): the keys that may differ between a run and
+// its resumption without changing what it computes.
+const std::vector<std::string_view> kNotHashed = {"train.reduce", "train.bucket_mb", "model.tiled",
+                                                  "train.precision", "train.memory_limit_gib"};
+
+RunConfig hashed_form(const RunConfig& cfg) {
   RunConfig c = cfg;
   c.train.grad_accum = 1;
   c.train.device = "cpu";
-  return fnv1a64(toml_of(
-      c, {"train.reduce", "train.bucket_mb", "model.tiled", "train.precision", "train.memory_limit_gib"}));
+  return c;
+}
+
+}  // namespace
+
+uint64_t config_hash(const RunConfig& cfg) { return fnv1a64(toml_of(hashed_form(cfg), kNotHashed)); }
+
+std::vector<ConfigDifference> hashed_differences(const RunConfig& a, const RunConfig& b) {
+  const RunConfig ha = hashed_form(a), hb = hashed_form(b);
+  std::vector<ConfigDifference> out;
+  for (const Field& f : schema()) {
+    const std::string key = fmt::format("{}.{}", f.section, f.key);
+    if (std::find(kNotHashed.begin(), kNotHashed.end(), key) != kNotHashed.end()) continue;
+    std::string va = f.write(ha), vb = f.write(hb);
+    if (va != vb) out.push_back({key, std::move(va), std::move(vb)});
+  }
+  return out;
 }
 
 }  // namespace saobp

@@ -190,10 +190,18 @@ class LazySource : public Source {
 
 bool is_corpus(const RunConfig& cfg) { return cfg.data.kind != "synthetic" && cfg.data.kind != "task"; }
 
+// Where a run's tokenizer comes from, for messages: data.vocab, or the run's own vocabulary.
+std::string tokenizer_source(const RunConfig& cfg) {
+  return cfg.data.vocab.empty() ? fmt::format("{}/tokenizer (trained on data.path)", cfg.train.run_dir)
+                                : fmt::format("{} (data.vocab)", cfg.data.vocab);
+}
+
 void check_fits(const RunConfig& cfg, const Tokenizer& tok) {
   if (tok.vocab_size() > cfg.model.vocab_size)
-    fail("data", "the tokenizer has {} tokens, more than model.vocab_size = {}; raise model.vocab_size",
-         tok.vocab_size(), cfg.model.vocab_size);
+    fail("data", "the tokenizer {} has {} tokens, more than model.vocab_size = {}: {}", tokenizer_source(cfg),
+         tok.vocab_size(), cfg.model.vocab_size,
+         cfg.data.vocab.empty() ? "raise model.vocab_size"
+                                : "the tokenizer and the model do not belong together");
 }
 
 }  // namespace
@@ -219,6 +227,7 @@ std::shared_ptr<const Tokenizer> run_tokenizer(const RunConfig& cfg) {
   VocabTrainOptions opt;
   opt.kind = kind;
   opt.vocab_size = cfg.data.vocab_size;
+  opt.size_name = "data.vocab_size";
   VocabTrainer trainer(opt);
   uint64_t d = 0;
   for_each_document(corpus_spec(cfg), [&](const Document& doc) {

@@ -105,31 +105,98 @@ bool lies_within(const std::string& inner, const std::string& outer) {
   return true;
 }
 
-// Before a new run writes into run_dir: nothing of an earlier run may be there, unless
-// `overwrite`, which removes it (the reusable data stays). The --init folder the run starts
-// from is never removed: overwrite refuses when it lies inside run_dir.
-void claim_run_dir(const std::string& run_dir, bool overwrite, const std::string& init_dir) {
+// The keys a resumed run may set apart from its checkpoint: how often it logs and saves, where
+// it writes (a run folder that was moved or copied), and its thread count (the results are
+// bitwise the same for any count). Anything else changes what the run computes.
+constexpr std::string_view kFreeOnResume[] = {"train.log_every", "train.save_every", "train.run_dir",
+                                              "train.threads"};
+
+// --resume DIR whose config hash differs from this run's: allowed when the checkpoint's own
+// config.toml (covered by its checksums) hashes to the saved hash and differs from this run's in
+// kFreeOnResume alone; then returns the differences, to be said. Otherwise refuses, naming every
+// key that differs with both values.
+std::vector<std::string> accept_resumed_config(const std::string& dir, const RunConfig& now,
+                                               uint64_t saved_hash, uint64_t hash) {
+  const std::string path = (fs::path(dir) / "config.toml").string();
+  const std::string refusal = fmt::format(
+      "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x})", dir,
+      saved_hash, hash);
+  const std::string advice = "; use --init to start a new run from its weights";
+  RunConfig saved;
+  try {
+    saved = load_config(path);
+  } catch (const Error& e) {
+    fail("train", "{}, and its {} does not load ({}){}", refusal, path, e.what(), advice);
+  }
+  if (config_hash(saved) != saved_hash)
+    fail("train", "{}, and its {} does not hash to it: the checkpoint is damaged{}", refusal, path, advice);
+  std::vector<std::string> changed, free;
+  for (const ConfigDifference& d : hashed_differences(saved, now)) {
+    const bool ok =
+        std::find(std::begin(kFreeOnResume), std::end(kFreeOnResume), d.key) != std::end(kFreeOnResume);
+    (ok ? free : changed)
+        .push_back(fmt::format("{} = {} in the checkpoint, {} in this run", d.key, d.a, d.b));
+  }
+  if (!changed.empty()) fail("train", "{}: {}{}", refusal, fmt::join(changed, "; "), advice);
+  for (std::string& f : free) f += " (it does not change what the run computes)";
+  return free;
+}
+
+// "a" or "a and N more" for a refusal.
+std::string first_of(const std::vector<fs::path>& paths) {
+  return paths.front().filename().string() +
+         (paths.size() > 1 ? fmt::format(" and {} more", paths.size() - 1) : "");
+}
+
+// Before a new run writes into run_dir: it must hold nothing but the reusable data (cache/,
+// tokenizer/). `overwrite` replaces an earlier run: it removes what a run writes there
+// (is_run_output) and nothing else, so a user's own files in the folder stay; it refuses a folder
+// that holds no run (a folder of other files is not a run to replace) and an input of this run
+// (--init, data.path, data.vocab) that lies inside what it would remove.
+void claim_run_dir(const RunConfig& cfg, bool overwrite, const std::string& init_dir) {
+  const std::string& run_dir = cfg.train.run_dir;
   std::error_code ec;
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec))
     fail("train", "train.run_dir {} is not a directory", run_dir);
-  if (!fs::is_directory(run_dir, ec)) return;
-  std::vector<fs::path> found;
+  if (!fs::is_directory(run_dir, ec)) {
+    // A folder to be made: its nearest existing ancestor must be one (not a file), checked before
+    // the run builds a vocabulary into it.
+    for (fs::path up = fs::absolute(run_dir).parent_path(); !up.empty(); up = up.parent_path()) {
+      if (fs::exists(up, ec)) {
+        if (!fs::is_directory(up, ec))
+          fail("train", "train.run_dir {} cannot be made: {} is not a directory", run_dir, up.string());
+        break;
+      }
+      if (up == up.root_path()) break;
+    }
+    return;
+  }
+  std::vector<fs::path> run, other;
   for (const auto& e : fs::directory_iterator(run_dir))
-    if (!reusable(e.path())) found.push_back(e.path());
-  if (found.empty()) return;
-  std::sort(found.begin(), found.end());
+    if (!reusable(e.path())) (is_run_output(e.path().filename().string()) ? run : other).push_back(e.path());
+  std::sort(run.begin(), run.end());
+  std::sort(other.begin(), other.end());
+  if (run.empty() && other.empty()) return;
+  if (run.empty())
+    fail("train",
+         "train.run_dir {} holds no run but other files ({}){}; write the run to an empty or new folder",
+         run_dir, first_of(other), overwrite ? ", which --overwrite leaves alone" : "");
   if (!overwrite)
     fail("train",
-         "train.run_dir {} already holds a run ({}{}); continue it with --resume, or replace it with "
+         "train.run_dir {} already holds a run ({}); continue it with --resume, or replace it with "
          "--overwrite",
-         run_dir, found.front().filename().string(),
-         found.size() > 1 ? fmt::format(" and {} more", found.size() - 1) : "");
-  if (!init_dir.empty() && lies_within(init_dir, run_dir))
-    fail("train",
-         "--init {} lies inside train.run_dir {}, which --overwrite would delete: write the new run to "
-         "another train.run_dir",
-         init_dir, run_dir);
-  for (const fs::path& p : found) fs::remove_all(p);
+         run_dir, first_of(run));
+  const std::pair<std::string, std::string> inputs[] = {
+      {"--init", init_dir}, {"data.path", cfg.data.path}, {"data.vocab", cfg.data.vocab}};
+  for (const auto& [what, path] : inputs)
+    for (const fs::path& p : run)
+      if (!path.empty() && lies_within(path, p.string()))
+        fail(
+            "train",
+            "{} {} lies inside {}, a run's output in train.run_dir {}, which --overwrite would delete: write "
+            "the new run to another train.run_dir",
+            what, path, p.string(), run_dir);
+  for (const fs::path& p : run) fs::remove_all(p);
   sync_directory(run_dir);
 }
 
@@ -156,7 +223,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
       if (!parent.empty() && fs::path(given.train.run_dir) != parent)
         for (const std::string& note : recover_interrupted_saves(parent.string())) say("recovery: " + note);
     } else if (!opt.resume_latest) {
-      claim_run_dir(given.train.run_dir, opt.overwrite, opt.init_dir);
+      claim_run_dir(given, opt.overwrite, opt.init_dir);
     }
   }
   if (ranks > 1) dist::barrier();
@@ -210,12 +277,11 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   if (!opt.resume_dir.empty()) {
     load_weights(opt.resume_dir, params);
     state = load_training_state(opt.resume_dir, adam, tc.max_steps, tc.grad_accum);
-    if (state.config_hash != hash)
-      fail(
-          "train",
-          "--resume {}: the checkpoint was trained with a different config (hash {:016x}, this run {:016x}); "
-          "use --init to start a new run from its weights",
-          opt.resume_dir, state.config_hash, hash);
+    if (state.config_hash != hash) {
+      for (const std::string& note : accept_resumed_config(opt.resume_dir, given, state.config_hash, hash))
+        say("resume: " + note);
+      state.config_hash = hash;  // the checkpoints of this run carry its config.toml and hash
+    }
     const int64_t saved = int64_t{state.ranks} * state.grad_accum;
     if (saved != tc.grad_accum)
       say(fmt::format(

@@ -37,8 +37,10 @@ struct TrainSummary {
 };
 
 // A new run (neither resume_dir nor resume_latest) refuses a train.run_dir that holds anything
-// but the reusable data folders (cache/, tokenizer/) unless `overwrite` is set, which removes it
-// first; a resumed run appends to metrics.jsonl. Every start first finishes or undoes the saves a
+// but the reusable data folders (cache/, tokenizer/). With `overwrite` it replaces an earlier run
+// there: it removes the entries a run writes (is_run_output) and leaves any other file alone, and
+// refuses a folder that holds no run, or whose run holds an input (--init, data.path, data.vocab).
+// A resumed run appends to metrics.jsonl. Every start first finishes or undoes the saves a
 // killed run left half-swapped in train.run_dir (recover_interrupted_saves) and says so.
 TrainSummary train(const RunConfig& cfg, const TrainOptions& opt);
 

@@ -15,6 +15,7 @@
 #include "finetune/benchmark.h"
 #include "finetune/predictions.h"
 #include "support.h"
+#include "train/checkpoint.h"
 
 using namespace saobp;
 using namespace saobp::finetune;
@@ -104,6 +105,9 @@ TEST_CASE("predictions: GLUE test files become the leaderboard's submission file
   std::set<std::string> want;
   for (const auto& [f, path] : test_file) want.insert(f);
   CHECK(files == want);
+  // They are the run outputs --overwrite may remove from a fine-tuning's run folder (checkpoint.h).
+  CHECK(files == glue_submission_files());
+  for (const std::string& f : files) CHECK(is_run_output(f));
   CHECK(submission_splits(benchmark_spec("race/middle")).empty());
 }
 

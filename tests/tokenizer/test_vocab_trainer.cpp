@@ -173,7 +173,7 @@ TEST_CASE("vocab trainer refuses sizes and corpora that give no real vocabulary"
   };
   opt.kind = "wordpiece";
   opt.vocab_size = 3;
-  CHECK_ERROR(course(), Contains("vocab_size (--size) 3 is smaller than the initial vocabulary") &&
+  CHECK_ERROR(course(), Contains("vocab_size (--size) = 3 is smaller than the initial vocabulary") &&
                             Contains("give at least 16"));
   opt.vocab_size = 16;  // exactly the initial vocabulary: no merge, but a vocabulary
   CHECK(course()->vocab_size() == 16);

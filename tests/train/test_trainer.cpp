@@ -401,6 +401,31 @@ TEST_CASE("checkpoint: NaN and Inf weights are refused naming the tensor and the
   fs::remove_all(dir);
 }
 
+TEST_CASE("checkpoint: a negative second moment in optimizer.safetensors is refused naming the tensor",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-moment");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  const std::string ck = dir + "/checkpoint-2", path = ck + "/optimizer.safetensors";
+  SafetensorsFile f = load_safetensors(path);
+  NamedTensor* sq = nullptr;
+  for (NamedTensor& t : f.tensors)
+    if (!sq && t.name.size() > 11 && t.name.substr(t.name.size() - 11) == ".exp_avg_sq") sq = &t;
+  REQUIRE(sq);
+  std::vector<float> v = sq->tensor.to_vector<float>();
+  REQUIRE(v.size() > 2);
+  v[2] = -1.0f;  // finite, so only the sign gives it away
+  sq->tensor = Tensor::from_vector(v, sq->tensor.shape());
+  save_safetensors(path, f.tensors, f.metadata);
+  rewrite(ck, "optimizer.safetensors", read_file(path));
+  TrainOptions resume = quiet_options();
+  resume.resume_dir = ck;
+  CHECK_ERROR(train(cfg, resume), Catch::Contains(path) && Catch::Contains(sq->name) &&
+                                      Catch::Contains("index 2") &&
+                                      Catch::Contains("second moments are >= 0"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("checkpoint: trainer_state.json out of range is refused naming the key", "[train][checkpoint]") {
   const std::string dir = temp_dir("ckpt-state");
   const RunConfig cfg = checkpointing(dir);
@@ -529,6 +554,123 @@ TEST_CASE("checkpoint: a new run refuses a run directory that holds one, --resum
   CHECK_ERROR(train(checkpointing(empty), latest), Catch::Contains("no complete checkpoint"));
   fs::remove_all(dir);
   fs::remove_all(empty);
+}
+
+TEST_CASE(
+    "checkpoint: --resume names the keys that differ, and takes a moved run or new log, save and thread "
+    "settings",
+    "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-resume-keys"), moved = temp_dir("ckpt-resume-moved");
+  const RunConfig cfg = checkpointing(dir);
+  const TrainSummary whole = train(cfg, quiet_options());
+  fs::remove_all(dir + "/final");
+  TrainOptions resume = quiet_options();
+  resume.resume_dir = dir + "/checkpoint-2";
+  // A key that changes the training: refused, naming it with both values; nothing written.
+  RunConfig lr = cfg;
+  lr.train.lr = 1e-3;
+  CHECK_ERROR(train(lr, resume), Catch::Contains("train.lr = 0.003 in the checkpoint, 0.001 in this run") &&
+                                     Catch::Contains("--init"));
+  CHECK_FALSE(fs::exists(dir + "/final"));
+  // The run folder copied elsewhere, with another log interval and thread count: resumed, and
+  // the rest of the run is the uninterrupted one's.
+  fs::copy(dir, moved, fs::copy_options::recursive);
+  RunConfig other = checkpointing(moved);
+  other.train.log_every = 2;
+  other.train.threads = 1;
+  resume.resume_dir = moved + "/checkpoint-2";
+  const TrainSummary rest = train(other, resume);
+  REQUIRE(rest.losses.size() == 2);
+  CHECK(rest.losses.back() == whole.losses.back());
+  // Its checkpoints carry this run's config and hash: resuming them with it needs no note.
+  resume.resume_dir = moved + "/final";
+  CHECK(train(other, resume).losses.empty());
+  fs::remove_all(dir);
+  fs::remove_all(moved);
+}
+
+TEST_CASE("checkpoint: an output path that would replace an input of the command is refused by option",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-out-over-in");
+  train(checkpointing(dir), quiet_options());
+  const std::string fin = dir + "/final", prompts = dir + "/prompts.txt";
+  write_file_atomic(prompts, "hello\n");
+  const std::vector<std::string> inputs = {fin, prompts};
+  auto refused = [&](const std::string& out, const std::vector<std::string>& in) {
+    try {
+      refuse_output_over_inputs(out, "--out", in);
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find("--out " + out) != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  // The input file itself, by another spelling or through a link; the checkpoint's own files.
+  CHECK(refused(prompts, inputs));
+  CHECK(refused(dir + "/./sub/../prompts.txt", inputs));
+  fs::create_symlink(prompts, dir + "/link.txt");
+  CHECK(refused(dir + "/link.txt", inputs));
+  CHECK(refused(fin, inputs));
+  for (const char* f :
+       {"model.safetensors", "config.toml", "config.json", "checksums.json", "trainer_state.json"})
+    CHECK(refused(fin + "/" + f, inputs));
+  // A run folder as the input: what the run saved there.
+  for (const char* f :
+       {"metrics.jsonl", "final/model.safetensors", "checkpoint-2/new.txt", "final/analysis.json"})
+    CHECK(refused(dir + "/" + f, {dir}));
+  // New files beside them are outputs like any other.
+  CHECK_FALSE(refused(fin + "/analysis", inputs));           // analyze's default folder
+  CHECK_FALSE(refused(fin + "/generations.jsonl", inputs));  // a new file in the checkpoint folder
+  CHECK_FALSE(refused(dir + "/report.html", {dir}));
+  CHECK_FALSE(refused(dir + "/other.txt", inputs));
+  CHECK_FALSE(refused("", inputs));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: --overwrite removes a run's outputs and leaves every other file alone",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-overwrite");
+  fs::create_directories(dir);
+  RunConfig cfg = checkpointing(dir);
+  TrainOptions over = quiet_options();
+  over.overwrite = true;
+  // A folder of the user's files that holds no run: refused with and without --overwrite.
+  write_file_atomic(dir + "/thesis.tex", "precious\n");
+  for (const TrainOptions& o : {quiet_options(), over})
+    CHECK_ERROR(train(cfg, o), Catch::Contains(dir) && Catch::Contains("holds no run") &&
+                                   Catch::Contains("thesis.tex") && Catch::Contains("empty or new folder"));
+  CHECK(read_file(dir + "/thesis.tex") == "precious\n");
+  fs::remove(dir + "/thesis.tex");
+  train(cfg, quiet_options());
+  REQUIRE(fs::exists(dir + "/checkpoint-2"));
+  // Files the user put beside the run, and the run's inputs among them, stay.
+  fs::create_directories(dir + "/sub");
+  write_file_atomic(dir + "/thesis.tex", "precious\n");
+  write_file_atomic(dir + "/sub/data.csv", "x\n");
+  write_file_atomic(dir + "/final/notes.txt", "inside the run\n");
+  for (const char* name :
+       {"final", "checkpoint-2", "metrics.jsonl", "results.json", "predictions_dev.jsonl", "predictions.json",
+        "null_odds_test.json", "SST-2.tsv", "MNLI-mm.tsv", "final.tmp-123", "checkpoint-4.old-9"})
+    CHECK(is_run_output(name));
+  for (const char* name : {"thesis.tex", "sub", "data.tsv", "final2", "checkpoint-x", "metrics.json",
+                           "corpus.txt", "run.toml", "predictions.txt"})
+    CHECK_FALSE(is_run_output(name));
+  // An input inside what --overwrite would delete: refused, nothing removed.
+  RunConfig reads_final = cfg;
+  reads_final.data.vocab = dir + "/final/vocab.txt";
+  CHECK_ERROR(train(reads_final, over), Catch::Contains("data.vocab") && Catch::Contains(dir + "/final"));
+  TrainOptions init_inside = over;
+  init_inside.init_dir = dir + "/checkpoint-2";
+  CHECK_ERROR(train(cfg, init_inside), Catch::Contains("--init") && Catch::Contains("would delete"));
+  REQUIRE(fs::exists(dir + "/final/notes.txt"));
+  // --overwrite: a new run; the run's outputs replaced, the user's files untouched.
+  train(cfg, over);
+  CHECK(lines_of(dir + "/metrics.jsonl") == 4);
+  CHECK_FALSE(fs::exists(dir + "/final/notes.txt"));
+  CHECK(read_file(dir + "/thesis.tex") == "precious\n");
+  CHECK(read_file(dir + "/sub/data.csv") == "x\n");
+  fs::remove_all(dir);
 }
 
 // docs/finetune.md, "Longer inputs": `saobp train CONFIG --init PHASE1/final train.seq_len=...`

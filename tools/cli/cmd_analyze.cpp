@@ -10,6 +10,7 @@
 #include "finetune/benchmark.h"
 #include "finetune/finetune.h"
 #include "train/analysis.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 
 namespace saobp::cli {
@@ -60,6 +61,9 @@ std::vector<std::string> data_overrides(const AnalyzeCli& o, const std::string& 
 
 int run_analyze(const AnalyzeCli& o) {
   const std::string out = o.out.empty() ? (fs::path(o.checkpoint) / "analysis").string() : o.out;
+  const size_t task_colon = o.data.find(':');  // --data TASK:DIR reads DIR
+  refuse_output_over_inputs(
+      out, "--out", {o.checkpoint, task_colon == std::string::npos ? o.data : o.data.substr(task_colon + 1)});
   AnalysisOptions opt;
   opt.samples = o.samples;
   opt.graph_metrics = !o.no_graph;
@@ -167,6 +171,7 @@ int run_inspect(const InspectCli& o) {
     fail("inspect", "give exactly one of --text, --ids and --sample ({} given)",
          has_text + has_ids + has_sample);
   if (has_text && o.text.empty()) fail("inspect", "--text is empty: give the text to run through the model");
+  refuse_output_over_inputs(o.out, "--out", {o.checkpoint});
   const std::vector<int32_t> ids = has_ids ? parse_ids("--ids", o.ids) : std::vector<int32_t>{};
   const std::vector<std::string> overrides = with_device({}, o.device);
   const Inspection in = has_sample ? inspect_sample(o.checkpoint, o.sample, overrides)

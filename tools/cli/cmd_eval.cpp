@@ -2,6 +2,7 @@
 // with --task, a benchmark's official metrics into results.json (run_benchmark_eval,
 // cmd_finetune.cpp).
 #include "cli/commands.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace saobp::cli {
@@ -25,6 +26,7 @@ void register_eval(CLI::App& app) {
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {
     const std::vector<std::string> ov = with_device(eval_overrides, device);
+    refuse_output_over_inputs(out, "--out", {ckpt, data});
     if (!task.empty()) return run_benchmark_eval(ckpt, task, data, zero_shot, ov, out);
     if (zero_shot || !data.empty() || !out.empty())
       throw CLI::ValidationError("--data, --zero-shot and --out go with --task");

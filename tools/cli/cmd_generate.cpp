@@ -11,6 +11,7 @@
 #include "core/fs.h"
 #include "model/safetensors.h"
 #include "train/analysis.h"
+#include "train/checkpoint.h"
 #include "train/generate.h"
 #include "train/task.h"
 
@@ -48,6 +49,8 @@ int run_generate(const GenerateCli& o) {
   const int given = (o.prompt_opt->count() > 0) + (o.prompts_opt->count() > 0) + (o.ids_opt->count() > 0);
   if (given != 1) fail("generate", "give exactly one of --prompt, --prompts and --ids ({} given)", given);
   if (!o.sampling.greedy) o.sampling.validate();
+  refuse_output_over_inputs(o.out, "--out", {o.checkpoint, o.prompts, o.logits});
+  refuse_output_over_inputs(o.logits, "--logits", {o.checkpoint, o.prompts});
   RunConfig cfg;
   const std::unique_ptr<Task> task =
       load_checkpoint_task(o.checkpoint, with_device(o.overrides, o.device), cfg, "generate");

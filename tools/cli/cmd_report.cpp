@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "report/report.h"
+#include "train/checkpoint.h"
 
 namespace saobp::cli {
 
@@ -23,6 +24,7 @@ void register_report(CLI::App& app) {
   sub->add_option("--sample-index", o.sample_index, "the validation sample drawn in the heatmaps")
       ->capture_default_str();
   add_command(sub, [] {
+    refuse_output_over_inputs(o.out, "--out", o.runs);
     write_report(o);
     fmt::print("wrote {} ({} run(s))\n", o.out, o.runs.size());
     return 0;

@@ -11,6 +11,7 @@
 #include "study/correlate.h"
 #include "study/cost.h"
 #include "study/study.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 
 namespace saobp::cli {
@@ -65,6 +66,7 @@ void register_correlate(CLI::App& app) {
   sub->add_option("--y", y, "the metric on the y axis, e.g. glue/sst2:dev.accuracy")->required();
   sub->add_option("--out", out, "also write the points and statistics to this JSON file");
   add_command(sub, [] {
+    refuse_output_over_inputs(out, "--out", sources);
     const nlohmann::json c = study::correlate_sources(sources, x, y, opt);
     fmt::print(
         "{} against {} over {} ({} points, {} left out): Pearson r = {:.4f} (p = {:.4g}), Spearman rho = "
@@ -96,6 +98,9 @@ void register_cost(CLI::App& app) {
                   "`saobp bench --json` files of these variants: their ms/step and tokens/s");
   sub->add_option("--out", out, "also write the table as JSON (saobp report draws it)");
   add_command(sub, [] {
+    std::vector<std::string> inputs = benches;
+    inputs.push_back(config);
+    refuse_output_over_inputs(out, "--out", inputs);
     const nlohmann::json t =
         study::cost_table(load_config(config, overrides, FitCheck::no), variants, benches);
     fmt::print("{}", study::cost_markdown(t));

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <new>
 
 #include "cli/commands.h"
@@ -51,6 +52,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "saobp: error: out of memory: an allocation failed (the machine's memory or the address-space "
                "limit, ulimit -v); lower train.batch_size or model.seq_len, or the model's size\n");
+    return finish(1);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A folder or file the command could not create, read or replace (an output path under a
+    // file, a read-only folder): the path and the system's reason, as every [fs] error gives them.
+    std::string what = e.what();
+    const std::string prefix = "filesystem error: ";
+    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    const size_t cut = what.find(": ");
+    fmt::print(stderr, "saobp: error: [fs] {}{}: {}\n", e.path1().string(),
+               cut == std::string::npos ? "" : " (" + what.substr(0, cut) + ")", e.code().message());
     return finish(1);
   } catch (const std::exception& e) {
     fmt::print(stderr, "saobp: unexpected error: {}\n", e.what());
