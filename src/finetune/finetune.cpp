@@ -155,7 +155,14 @@ std::vector<std::string> write_predictions(nlohmann::json& r, const std::string&
   std::vector<std::string> written;
   const auto write = [&](const std::string& name, const std::string& text) {
     const std::string path = (fs::path(dir) / name).string();
-    write_file_atomic(path, text);
+    try {
+      write_file_atomic(path, text);
+    } catch (const Error&) {
+      // All of the set or none: the files written before this one go.
+      std::error_code ec;
+      for (const std::string& f : written) fs::remove(f, ec);
+      throw;
+    }
     written.push_back(path);
   };
   for (const char* key : {"predictions", "null_odds"}) {
