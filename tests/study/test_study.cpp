@@ -306,7 +306,15 @@ TEST_CASE("study: correlation of two metrics over a run's evaluations", "[study]
   CHECK(l["n"] == 3);
   CHECK(l["pearson_r"].get<double>() == near(0.5));
   CHECK(l["points"][0]["label"] == "step 4");
-  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"), Contains("0 point(s)"));
+  // A name no evaluation has is unknown, and the message lists those there are.
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"),
+                    Contains("no metric 'gtd_L0' in " + dir +
+                             "; the metrics with values there: accuracy, "
+                             "entropy_L0, entropy_L1, loss"));
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "accuracy", "nosuch"), Contains("no metric 'nosuch'"));
+  study::CorrelateOptions last;
+  last.from_step = 9;  // entropy but no accuracy there: a known name with too few points
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "entropy_L1", "accuracy", last), Contains("0 point(s)"));
   CHECK_THROWS_WITH(study::correlate_sources({dir + "/nothing"}, "a", "b"),
                     Contains("neither a study folder"));
 }
