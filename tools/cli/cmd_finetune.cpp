@@ -36,6 +36,7 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
   const auto run = [resume] {
     o.resume_latest = resume->count() > 0 && o.resume.empty();
+    check_input_folder("finetune", "--init", o.init);
     const nlohmann::json r = finetune::run_finetune(o);
     fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
     return 0;

@@ -184,6 +184,14 @@ void check_output_file(std::string_view op, const std::string& option, const std
     fail(op, "{} {}: cannot write into {}: {}", option, path, dir.string(), std::strerror(errno));
 }
 
+void check_input_folder(std::string_view op, const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail(op, "{} is empty: name the folder", option);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(op, "{} {}: no such folder", option, path);
+  if (!fs::is_directory(path, ec)) fail(op, "{} {}: not a folder (a file)", option, path);
+}
+
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text) {
   std::vector<int32_t> ids;
   for (const std::string& e : split_list(option, text)) {

@@ -51,6 +51,10 @@ std::vector<std::string> with_device(std::vector<std::string> overrides, const s
 // into; the OS's reason otherwise). Creates nothing.
 void check_output_file(std::string_view op, const std::string& option, const std::string& path);
 
+// Before any work: throws Error("[op] OPTION ...") unless `path` names an existing folder (an
+// empty value, a missing path and a file are refused, each said).
+void check_input_folder(std::string_view op, const std::string& option, const std::string& path);
+
 // Comma-separated token ids ("2,5,7"): split_list, and each element an int32.
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text);
 
