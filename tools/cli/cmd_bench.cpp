@@ -527,7 +527,7 @@ void register_bench(CLI::App& app) {
          "timed steps, or with --inference timed passes at each batch size (the median is reported; at "
          "least 20)")
       ->check(in_range(20, 1 << 30));
-  sub->add_option("--json", o.json, "also write the figures to this JSON file");
+  sub->add_option("--json", o.json, "also write the figures to this JSON file")->check(non_empty_path());
   sub->add_flag("--profile", o.profile,
                 "on a GPU, also time each kernel of the timed steps (CUDA events around each call) and "
                 "print their GPU time per step, largest first, then the GEMMs' cuBLAS and cuBLASLt calls by "

@@ -183,10 +183,12 @@ void register_generate(CLI::App& app) {
   add_device_option(sub, g.device);
   sub->add_flag("--no-cache", g.no_cache,
                 "the baseline: a full forward over the whole sequence for every token (same tokens, slower)");
-  sub->add_option("--out", g.out, "also write the generations as JSON lines to this file");
+  sub->add_option("--out", g.out, "also write the generations as JSON lines to this file")
+      ->check(non_empty_path());
   sub->add_option(
-      "--logits", g.logits,
-      "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids");
+         "--logits", g.logits,
+         "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids")
+      ->check(non_empty_path());
   sub->add_option("overrides", g.overrides, "section.key=value settings on the checkpoint's config");
   add_command(sub, [] { return run_generate(g); });
 }

@@ -70,7 +70,7 @@ void register_vocab(CLI::App& app) {
   sub->add_option("--size", o.size, "vocabulary size, specials and the initial alphabet included")
       ->required();
   sub->add_option("corpus", o.corpora, "corpus files or folders")->required();
-  sub->add_option("--out", o.out, "output folder")->required();
+  sub->add_option("--out", o.out, "output folder")->required()->check(non_empty_path());
   sub->add_option("--format", o.format, "corpus format")
       ->check(CLI::IsMember({"text", "fortune", "wikitext", "jsonl"}));
   sub->add_option("--text-field", o.text_field, "jsonl: the field holding the text");

@@ -103,6 +103,14 @@ CLI::Validator above(double lo) {
   return numeric(fmt::format("> {}", lo), [lo](double v) { return v > lo; });
 }
 
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return s.empty() ? std::string("is empty; name the file or folder to write") : "";
+      },
+      "PATH");
+}
+
 namespace {
 
 // Levenshtein distance (insertions, deletions, substitutions).

@@ -31,6 +31,9 @@ int run_selected(CLI::App& app);
 CLI::Validator in_range(double lo, double hi);
 CLI::Validator at_least(double lo);
 CLI::Validator above(double lo);  // > lo
+// An output path that is not empty: "--out: is empty; name the file or folder to write" (an empty
+// value would otherwise fall back to the default place or fail late).
+CLI::Validator non_empty_path();
 
 // When argv[1] is not an option and not a subcommand of `app`: the message naming it and the
 // nearest subcommand by edit distance ("unknown command 'trian'; did you mean 'train'?"), else "".
