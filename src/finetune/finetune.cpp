@@ -155,7 +155,14 @@ std::vector<std::string> write_predictions(nlohmann::json& r, const std::string&
   std::vector<std::string> written;
   const auto write = [&](const std::string& name, const std::string& text) {
     const std::string path = (fs::path(dir) / name).string();
-    write_file_atomic(path, text);
+    try {
+      write_file_atomic(path, text);
+    } catch (const Error&) {
+      // All of the set or none: the files written before this one go.
+      std::error_code ec;
+      for (const std::string& f : written) fs::remove(f, ec);
+      throw;
+    }
     written.push_back(path);
   };
   for (const char* key : {"predictions", "null_odds"}) {
@@ -323,14 +330,32 @@ nlohmann::json evaluate_benchmark(const EvalOptions& o) {
                                    exact_string_override("data.vocab", o.checkpoint, "--checkpoint")};
     ov.insert(ov.end(), o.overrides.begin(), o.overrides.end());
     std::vector<std::string> notes;
+    const std::string file = (fs::path(o.checkpoint) / "config.toml").string();
     if (pre.format == "saobp")
-      cfg = load_config((fs::path(o.checkpoint) / "config.toml").string(), ov);
+      cfg = load_config(file, ov);
     else
       cfg = config_for(spec, pre, o.data, "", ov, "--checkpoint", notes);
     if (o.print)
       for (const std::string& n : notes) fmt::print(stderr, "eval: {}\n", n);
     if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
     const std::unique_ptr<Task> task = make_eval_task(cfg);
+    if (pre.format == "saobp") {
+      // A pretraining checkpoint has no head for the task: say so, not which tensor is missing.
+      // (load_config above has read the file: it parses.)
+      std::string kind = "benchmark";
+      try {
+        kind = toml::parse(read_file(file), file).at_path("data.kind").value_or<std::string>("benchmark");
+      } catch (const toml::parse_error&) {
+      }
+      if (kind != "benchmark") {
+        const bool zero_shot = pre.model.family == "gpt2" && (spec.kind == Kind::choice || o.task == "boolq");
+        fail("eval",
+             "--checkpoint {} is a pretraining checkpoint (data.kind = \"{}\"): it holds no head for {}; "
+             "fine-tune it first (saobp finetune --init {} --task {} --data DIR){}",
+             o.checkpoint, kind, o.task, o.checkpoint, o.task,
+             zero_shot ? ", or score the candidates by its log-likelihood with --zero-shot" : "");
+      }
+    }
     init_from_pretrained(o.checkpoint, task->params(), {});
     const nlohmann::json f = task->final_evaluation("", o.print);
     for (auto& [k, v] : f.items()) r[k] = v;

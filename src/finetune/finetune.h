@@ -53,7 +53,8 @@ RunConfig finetune_config(const FinetuneOptions& o);
 // were evaluated. The other tasks: predictions_<split>.jsonl for every split evaluated or
 // predicted (r["example_predictions"]), and GLUE's test splits as the leaderboard's files
 // (r["glue_submission"]: SST-2.tsv, MNLI-m.tsv, AX.tsv, ...; finetune/predictions.h).
-// r["prediction_files"] lists the paths written; returns them.
+// r["prediction_files"] lists the paths written; returns them. A write that fails removes the files
+// written before it (all of the set or none) and throws.
 std::vector<std::string> write_predictions(nlohmann::json& r, const std::string& dir);
 
 nlohmann::json run_finetune(const FinetuneOptions& o);

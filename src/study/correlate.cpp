@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -191,6 +192,13 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
   int64_t left_out = 0;
   bool runs = false, checkpoints = false, rows = false;
   nlohmann::json graph = nlohmann::json::object();  // analysis folders: their graph's τ and nodes
+  // Study and run folders: every metric name with a value somewhere ("TASK:NAME" for a
+  // fine-tuning run's), so that a name found nowhere is said to be unknown.
+  std::set<std::string> names;
+  auto note = [&](const std::vector<std::pair<std::string, double>>& m, const std::string& task) {
+    for (const auto& [k, v] : m)
+      if (std::isfinite(v)) names.insert(task == "pretrain" ? k : task + ":" + k);
+  };
   auto add = [&](const std::string& source, const std::string& label, std::optional<double> a,
                  std::optional<double> b) {
     if (!a || !b) return void(++left_out);
@@ -221,7 +229,9 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
               run = it->second;
             }
             if (!fs::exists(dir / "runs" / run / "results.json")) return std::nullopt;
-            return find_metric(run_metrics(dir, run), name);
+            const std::vector<std::pair<std::string, double>> m = run_metrics(dir, run);
+            note(m, task);
+            return find_metric(m, name);
           };
           add(src, id, metric_of(xt, xn), metric_of(yt, yn));
         }
@@ -230,6 +240,7 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
       checkpoints = true;
       for (const nlohmann::json& line : read_eval_lines(src)) {
         const std::vector<std::pair<std::string, double>> m = eval_line_metrics(line);
+        note(m, "pretrain");
         const int64_t step = line.value("step", int64_t{0});
         if (step < opt.from_step) continue;
         add(src, "step " + std::to_string(step), find_metric(m, x), find_metric(m, y));
@@ -267,6 +278,11 @@ nlohmann::json correlate_sources(const std::vector<std::string>& sources, const 
            src);
     }
   }
+  if (!rows && !names.empty())
+    for (const std::string& name : {x, y})
+      if (!names.count(name))
+        fail("correlate", "no metric '{}' in {}; the metrics with values there: {}", name,
+             fmt::join(sources, ", "), fmt::join(names, ", "));
   if (xs.size() < 2)
     fail("correlate", "{} against {}: {} point(s) with both values ({} left out); a correlation needs 2", y,
          x, xs.size(), left_out);

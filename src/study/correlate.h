@@ -31,7 +31,8 @@ struct CorrelateOptions {
 // joined by " and ", "points": [{"source", "label", "x", "y"}], "left_out", "n", "pearson_r",
 // "pearson_p", "spearman_rho", "slope", "intercept"} (analysis folders add "graph": each one's τ
 // and node count). Throws naming the folder when it is none of the kinds, the file and line of a
-// malformed per_sample.csv, and when fewer than 2 points remain.
+// malformed per_sample.csv, a metric that has a value in none of the study and run folders (listing
+// those that have), and when fewer than 2 points remain.
 nlohmann::json correlate_sources(const std::vector<std::string>& sources, const std::string& x,
                                  const std::string& y, const CorrelateOptions& opt = {});
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/checked.h"
@@ -236,6 +237,19 @@ std::vector<PlannedRun> plan_study(const StudySpec& spec, const std::string& stu
     if (s.empty()) s = "base";
     return task == "pretrain" ? s : s + ",task=" + task;
   };
+  // The cell's folder: its name through safe_name, each value that safe_name would change
+  // followed by '-' and 8 hex digits of its FNV-1a 64, so that values apart only in replaced
+  // characters ("a b", "a_b", "a/b") keep folders of their own; a clean value's folder is its name.
+  auto cell_folder = [](const std::vector<std::pair<std::string, std::string>>& axes,
+                        const std::string& task) {
+    std::string s;
+    for (const auto& [k, v] : axes) {
+      s += (s.empty() ? "" : ",") + k + "=" + v;
+      if (safe_name(v) != v) s += fmt::format("-{:08x}", fnv1a64(v) & 0xffffffffu);
+    }
+    if (s.empty()) s = "base";
+    return safe_name(task == "pretrain" ? s : s + ",task=" + task);
+  };
   std::vector<PlannedRun> plan;
   for (const auto& axes : cells)
     for (int64_t seed : spec.seeds) {
@@ -244,7 +258,7 @@ std::vector<PlannedRun> plan_study(const StudySpec& spec, const std::string& stu
       r.task = "pretrain";
       r.seed = seed;
       r.axes = axes;
-      r.id = safe_name(r.cell) + "/seed-" + std::to_string(seed);
+      r.id = cell_folder(axes, "pretrain") + "/seed-" + std::to_string(seed);
       r.run_dir = (root / "runs" / r.id).string();
       r.config = (root / "configs" / (r.id + ".toml")).string();
       RunConfig cfg;
@@ -270,12 +284,23 @@ std::vector<PlannedRun> plan_study(const StudySpec& spec, const std::string& stu
       PlannedRun r = plan[i];
       r.task = f.task;
       r.cell = cell_name(r.axes, f.task);
-      r.id = safe_name(r.cell) + "/seed-" + std::to_string(r.seed);
+      r.id = cell_folder(r.axes, f.task) + "/seed-" + std::to_string(r.seed);
       r.run_dir = (root / "runs" / r.id).string();
       r.config.clear();
       r.pretrain = static_cast<int>(i);
       plan.push_back(r);
     }
+  // Two cells in one folder would overwrite each other's runs and the table would report one run
+  // for both: refuse before any run starts (a collision of the 8 hex digits above ends here).
+  std::map<std::string, const PlannedRun*> by_id;
+  for (const PlannedRun& r : plan) {
+    const auto [it, inserted] = by_id.emplace(r.id, &r);
+    if (!inserted && it->second->cell != r.cell)
+      fail("study",
+           "{}: the cells '{}' and '{}' map to one run folder runs/{}; make their values differ in more than "
+           "the characters outside [A-Za-z0-9._=,+-]",
+           spec.file, it->second->cell, r.cell, r.id);
+  }
   return plan;
 }
 

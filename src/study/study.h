@@ -56,7 +56,7 @@ StudySpec load_study(const std::string& path);
 std::string safe_name(std::string s);
 
 struct PlannedRun {
-  std::string id;    // "<cell>/seed-<s>": unique, a relative path under the study folder
+  std::string id;    // "<cell folder>/seed-<s>": unique, a relative path under the study folder
   std::string cell;  // the cell's name: its axis values and task
   std::string task;  // "pretrain" or a fine-tuning task
   int64_t seed = 0;

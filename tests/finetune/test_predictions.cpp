@@ -13,6 +13,7 @@
 
 #include "core/fs.h"
 #include "finetune/benchmark.h"
+#include "finetune/finetune.h"
 #include "finetune/predictions.h"
 #include "support.h"
 #include "train/checkpoint.h"
@@ -127,6 +128,16 @@ TEST_CASE("predictions: a submission keeps the test file's own index column and 
   CHECK_FALSE(has_split(benchmark_spec("glue/mnli"), dir.string(), "ax"));
   CHECK_ERROR(read_split(benchmark_spec("glue/mnli"), dir.string(), "ax", {}),
               Contains("diagnostic/diagnostic.tsv") && Contains("glue/ax"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("predictions: a write that fails leaves none of the set behind", "[finetune]") {
+  const fs::path dir = fs::temp_directory_path() / ("saobp-preds-fail-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "predictions_test.jsonl");  // a folder where the second file goes
+  nlohmann::json r = {{"example_predictions", {{"dev", "{}\n"}, {"test", "{}\n"}}}};
+  CHECK_ERROR(write_predictions(r, dir.string()), Contains("predictions_test.jsonl"));
+  CHECK_FALSE(fs::exists(dir / "predictions_dev.jsonl"));
   fs::remove_all(dir);
 }
 

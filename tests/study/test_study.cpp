@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -182,6 +183,31 @@ TEST_CASE("study: a long cell name becomes a short folder name of its own", "[st
     for (const auto& part : std::filesystem::path(r.id)) CHECK(part.string().size() <= 255);
 }
 
+TEST_CASE("study: values apart only in replaced characters keep run folders of their own", "[study]") {
+  const std::string dir = temp_dir("collide");
+  const std::string f = write(dir, "s.toml", "[study]\n" + kTinyOverrides + R"(
+[axes]
+"data.text_field" = ["a b", "a_b", "a/b", "café", "cafè"]
+)");
+  const std::vector<study::PlannedRun> plan = study::plan_study(study::load_study(f), dir + "/out");
+  REQUIRE(plan.size() == 5);
+  std::set<std::string> ids;
+  for (const study::PlannedRun& r : plan) ids.insert(r.id);
+  CHECK(ids.size() == 5);
+  CHECK(plan[1].id == "data.text_field=a_b/seed-0");  // a clean value's folder is its name
+  CHECK_THAT(plan[0].id, Catch::Matches("data\\.text_field=a_b-[0-9a-f]{8}/seed-0"));
+  CHECK(plan[0].cell == "data.text_field=a b");
+  // Two values whose 8 hex digits collide as well (found by search) are refused before any run.
+  const std::string g = write(dir, "c.toml", "[study]\n" + kTinyOverrides + R"(
+[axes]
+"data.text_field" = ["x   /_  /    /", "x  ____ _ /   "]
+)");
+  CHECK_THROWS_WITH(
+      study::plan_study(study::load_study(g), dir + "/out2"),
+      Contains("c.toml: the cells 'data.text_field=x   /_  /    /' and 'data.text_field=x  ____ _ /   ' "
+               "map to one run folder"));
+}
+
 TEST_CASE("study: the variants table bundles overrides into one axis, compared with its baseline",
           "[study]") {
   const std::string dir = temp_dir("variants");
@@ -280,7 +306,15 @@ TEST_CASE("study: correlation of two metrics over a run's evaluations", "[study]
   CHECK(l["n"] == 3);
   CHECK(l["pearson_r"].get<double>() == near(0.5));
   CHECK(l["points"][0]["label"] == "step 4");
-  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"), Contains("0 point(s)"));
+  // A name no evaluation has is unknown, and the message lists those there are.
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "gtd_L0", "accuracy"),
+                    Contains("no metric 'gtd_L0' in " + dir +
+                             "; the metrics with values there: accuracy, "
+                             "entropy_L0, entropy_L1, loss"));
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "accuracy", "nosuch"), Contains("no metric 'nosuch'"));
+  study::CorrelateOptions last;
+  last.from_step = 9;  // entropy but no accuracy there: a known name with too few points
+  CHECK_THROWS_WITH(study::correlate_sources({dir}, "entropy_L1", "accuracy", last), Contains("0 point(s)"));
   CHECK_THROWS_WITH(study::correlate_sources({dir + "/nothing"}, "a", "b"),
                     Contains("neither a study folder"));
 }

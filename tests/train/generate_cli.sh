@@ -7,8 +7,8 @@
 #   decay bound and the positional scores; report draws them;
 # - sampling with a seed is repeatable and another seed draws another text; a prompts file gives
 #   one generation per line (--out: JSON lines);
-# - an encoder's checkpoint, contradictory options, an empty prompts file and ids outside the
-#   vocabulary are refused with a named error;
+# - an encoder's checkpoint, contradictory options, an empty prompts file, a prompt that is not
+#   UTF-8 (the file and line named) and ids outside the vocabulary are refused with a named error;
 # - nothing is written into the checkpoint.
 # Usage: generate_cli.sh PATH/TO/saobp. About 10 s.
 set -euo pipefail
@@ -160,6 +160,9 @@ refused "causal decoder" generate --checkpoint "$work/bert/final" --ids 2,3
 refused "temperature" generate --checkpoint "$ckpt" --prompt x --greedy --temperature 0.5
 : >empty.txt
 refused "empty.txt: no prompt" generate --checkpoint "$ckpt" --prompts empty.txt
+printf 'ok\na\xffb\n' >badutf.txt
+refused "badutf.txt:2: invalid UTF-8 at byte 1 of the line (--prompts)" generate --checkpoint "$ckpt" --prompts badutf.txt
+refused "^saobp: error: \[generate\] --prompt: invalid UTF-8 at byte 1" generate --checkpoint "$ckpt" --prompt "$(printf 'a\xffb')"
 refused "outside the model's vocabulary" generate --checkpoint "$ckpt" --ids 1,300
 refused "exactly one of" generate --checkpoint "$ckpt" --prompt x --ids 1
 # --device: where the reading commands run, instead of the checkpoint's train.device.

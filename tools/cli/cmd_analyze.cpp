@@ -219,7 +219,7 @@ void register_analyze(CLI::App& app) {
   sub->add_option("--max-length", a.max_length,
                   "TASK:DIR: tokens per row (default: the task's recipe, fitted to the model)")
       ->check(in_range(2, 1 << 20));
-  sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)");
+  sub->add_option("--out", a.out, "output folder (default CHECKPOINT/analysis)")->check(non_empty_path());
   sub->add_flag("--no-graph", a.no_graph, "skip clustering and betweenness");
   sub->add_option("--graph-tau", a.graph_tau,
                   "attention graph: an edge where max(A_ij, A_ji) >= tau (default 1e-4)")
@@ -243,7 +243,8 @@ void register_analyze(CLI::App& app) {
   i.ids_opt = ins->add_option("--ids", i.ids, "token ids, comma-separated");
   i.sample_opt =
       ins->add_option("--sample", i.sample, "sample N of the checkpoint's held-out set")->check(at_least(0));
-  ins->add_option("--out", i.out, "output file (default inspect.safetensors in the working directory)");
+  ins->add_option("--out", i.out, "output file (default inspect.safetensors in the working directory)")
+      ->check(non_empty_path());
   add_device_option(ins, i.device);
   add_command(ins, [] { return run_inspect(i); });
 }

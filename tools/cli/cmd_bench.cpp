@@ -38,7 +38,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -46,6 +45,7 @@
 #include "autograd/ops.h"
 #include "cli/commands.h"
 #include "core/cpu_times.h"
+#include "core/fs.h"
 #include "core/stats.h"
 #include "data/synthetic.h"
 #include "model/heads.h"
@@ -281,8 +281,7 @@ int run_inference_bench(const BenchCli& o, const RunConfig& cfg) {
   print_machine(steal, others, "passes");
   if (!o.json.empty()) {
     const nlohmann::json j = inference_bench_json(cfg, b, o.warmup, omp_get_max_threads(), steal, others);
-    std::ofstream f(o.json);
-    if (!(f << j.dump(2) << '\n')) fail("bench", "cannot write {}", o.json);
+    write_file_atomic(o.json, j.dump(2) + "\n");
   }
   return 0;
 }
@@ -293,6 +292,8 @@ int run_bench(const BenchCli& o) {
     fmt::print("{}", to_toml(cfg));
     return 0;
   }
+  // Before the benchmark: a --json that cannot be written fails now, not after it.
+  if (!o.json.empty()) check_output_file("bench", "--json", o.json);
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   if (o.inference) return run_inference_bench(o, cfg);
   const TrainSection& tc = cfg.train;
@@ -493,8 +494,7 @@ int run_bench(const BenchCli& o) {
       j["pretrain"] = figures_json(pre, tokens);
       j["finetune_over_pretrain"] = ratio;
     }
-    std::ofstream f(o.json);
-    if (!(f << j.dump(2) << '\n')) fail("bench", "cannot write {}", o.json);
+    write_file_atomic(o.json, j.dump(2) + "\n");
   }
   return 0;
 }
@@ -527,7 +527,7 @@ void register_bench(CLI::App& app) {
          "timed steps, or with --inference timed passes at each batch size (the median is reported; at "
          "least 20)")
       ->check(in_range(20, 1 << 30));
-  sub->add_option("--json", o.json, "also write the figures to this JSON file");
+  sub->add_option("--json", o.json, "also write the figures to this JSON file")->check(non_empty_path());
   sub->add_flag("--profile", o.profile,
                 "on a GPU, also time each kernel of the timed steps (CUDA events around each call) and "
                 "print their GPU time per step, largest first, then the GEMMs' cuBLAS and cuBLASLt calls by "

@@ -21,7 +21,8 @@ void register_eval(CLI::App& app) {
   ev->add_option("--data", data, "the benchmark's files (with --task)");
   ev->add_flag("--zero-shot", zero_shot,
                "score the candidates by a decoder's log-likelihood (race/*, hellaswag, boolq)");
-  ev->add_option("--out", out, "results.json path (with --task; default runs/eval/<task>/results.json)");
+  ev->add_option("--out", out, "results.json path (with --task; default runs/eval/<task>/results.json)")
+      ->check(non_empty_path());
   add_device_option(ev, device);
   ev->add_option("overrides", eval_overrides, "section.key=value settings (e.g. train.eval_batches=100)");
   add_command(ev, [] {

@@ -36,6 +36,7 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
   const auto run = [resume] {
     o.resume_latest = resume->count() > 0 && o.resume.empty();
+    check_input_folder("finetune", "--init", o.init);
     const nlohmann::json r = finetune::run_finetune(o);
     fmt::print("results: {}/results.json\n", r["run_dir"].get<std::string>());
     return 0;
@@ -89,8 +90,6 @@ void register_glue_score(CLI::App& app) {
 int run_benchmark_eval(const std::string& checkpoint, const std::string& task, const std::string& data,
                        bool zero_shot, const std::vector<std::string>& overrides, std::string out) {
   if (data.empty()) throw CLI::ValidationError("--task needs --data: the benchmark's files");
-  finetune::EvalOptions e{checkpoint, task, data, zero_shot, overrides, true};
-  nlohmann::json r = finetune::evaluate_benchmark(e);
   if (out.empty()) {
     std::string slug = task;
     for (char& c : slug)
@@ -98,10 +97,22 @@ int run_benchmark_eval(const std::string& checkpoint, const std::string& task, c
     out = (std::filesystem::path("runs/eval") / (slug + (zero_shot ? "-zero-shot" : "")) / "results.json")
               .string();
   }
+  // Before the evaluation: a --out that cannot be written fails now, not after it.
+  check_output_file("eval", "--out", out);
+  finetune::EvalOptions e{checkpoint, task, data, zero_shot, overrides, true};
+  nlohmann::json r = finetune::evaluate_benchmark(e);
   const std::filesystem::path p(out);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  finetune::write_predictions(r, std::filesystem::path(out).parent_path().string());
-  write_file_atomic(out, r.dump(2) + "\n");
+  std::error_code ec;
+  if (p.has_parent_path() && !std::filesystem::create_directories(p.parent_path(), ec) && ec)
+    fail("eval", "--out {}: cannot create {}: {}", out, p.parent_path().string(), ec.message());
+  const std::vector<std::string> predictions = finetune::write_predictions(r, p.parent_path().string());
+  try {
+    write_file_atomic(out, r.dump(2) + "\n");
+  } catch (const Error&) {
+    // No prediction files without the results.json they belong to.
+    for (const std::string& f : predictions) std::filesystem::remove(f, ec);
+    throw;
+  }
   fmt::print("results: {}\n", out);
   return 0;
 }

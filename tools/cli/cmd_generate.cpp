@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/fs.h"
+#include "data/unicode.h"
 #include "model/safetensors.h"
 #include "train/analysis.h"
 #include "train/checkpoint.h"
@@ -28,7 +29,8 @@ struct GenerateCli {
   CLI::Option *prompt_opt = nullptr, *prompts_opt = nullptr, *ids_opt = nullptr;
 };
 
-// One prompt per line of `path` (the line's text without its end of line, "\r\n" too).
+// One prompt per line of `path` (the line's text without its end of line, "\r\n" too); a line
+// that is not UTF-8 is an error naming the file and the line.
 std::vector<std::string> read_prompts(const std::string& path) {
   const std::string text = read_file(path);
   std::vector<std::string> lines;
@@ -38,6 +40,9 @@ std::vector<std::string> read_prompts(const std::string& path) {
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (const size_t bad = uni::find_invalid_utf8(line); bad != std::string_view::npos)
+      fail("generate", "{}:{}: invalid UTF-8 at byte {} of the line (--prompts)", path, lines.size() + 1,
+           bad);
     lines.push_back(std::move(line));
     start = end + 1;
   }
@@ -75,7 +80,13 @@ int run_generate(const GenerateCli& o) {
   } else {
     if (!tok)
       fail("generate", "{} has no tokenizer (a synthetic-data run): give the prompt as --ids", o.checkpoint);
-    texts = o.prompt_opt->count() > 0 ? std::vector<std::string>{o.prompt} : read_prompts(o.prompts);
+    if (o.prompt_opt->count() == 0) {
+      texts = read_prompts(o.prompts);
+    } else if (const size_t bad = uni::find_invalid_utf8(o.prompt); bad != std::string_view::npos) {
+      fail("generate", "--prompt: invalid UTF-8 at byte {} of the text", bad);
+    } else {
+      texts = {o.prompt};
+    }
     for (const std::string& t : texts) {
       std::vector<int32_t> ids = tok->encode(t);
       if (ids.empty()) {
@@ -175,10 +186,12 @@ void register_generate(CLI::App& app) {
   add_device_option(sub, g.device);
   sub->add_flag("--no-cache", g.no_cache,
                 "the baseline: a full forward over the whole sequence for every token (same tokens, slower)");
-  sub->add_option("--out", g.out, "also write the generations as JSON lines to this file");
+  sub->add_option("--out", g.out, "also write the generations as JSON lines to this file")
+      ->check(non_empty_path());
   sub->add_option(
-      "--logits", g.logits,
-      "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids");
+         "--logits", g.logits,
+         "also write every position's logits (f64) and ids as safetensors: prompt.N.logits, prompt.N.ids")
+      ->check(non_empty_path());
   sub->add_option("overrides", g.overrides, "section.key=value settings on the checkpoint's config");
   add_command(sub, [] { return run_generate(g); });
 }

@@ -14,7 +14,9 @@ void register_make_task(CLI::App& app) {
   sub->add_option("kind", kind, "the task to make: fortunes-topics")
       ->required()
       ->check(CLI::IsMember({"fortunes-topics"}));
-  sub->add_option("--out", out, "the folder to write (train.tsv, dev.tsv, labels.txt)")->required();
+  sub->add_option("--out", out, "the folder to write (train.tsv, dev.tsv, labels.txt)")
+      ->required()
+      ->check(non_empty_path());
   sub->add_option("--fortunes", o.fortunes_dir, "the fortunes folder")->capture_default_str();
   static std::string topics = fmt::format("{}", fmt::join(o.topics, ","));
   sub->add_option("--topics", topics, "topic files, one label each, comma-separated")->capture_default_str();

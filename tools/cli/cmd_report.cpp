@@ -17,7 +17,7 @@ void register_report(CLI::App& app) {
   sub->add_option("runs", o.runs,
                   "run directories (metrics.jsonl, final/), results.json files or eval folders")
       ->required();
-  sub->add_option("--out", o.out, "the HTML file to write")->capture_default_str();
+  sub->add_option("--out", o.out, "the HTML file to write")->capture_default_str()->check(non_empty_path());
   sub->add_option("--samples", o.samples,
                   "validation samples averaged for the per-layer metrics (without final/analysis.json)")
       ->capture_default_str();

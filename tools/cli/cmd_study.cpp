@@ -25,7 +25,8 @@ void register_study(CLI::App& app) {
       "Run a study (variants x regularizers x λ x seeds x tasks, docs/studies.md), resumably, and write "
       "study.{md,csv,json}");
   sub->add_option("study", file, "the study file (TOML)")->required();
-  sub->add_option("--out", out, "the study folder (default: studies/<the study's name>)");
+  sub->add_option("--out", out, "the study folder (default: studies/<the study's name>)")
+      ->check(non_empty_path());
   sub->add_option("--jobs", jobs, "runs at a time, each its own process (results do not depend on it)")
       ->capture_default_str();
   sub->add_flag("--quiet", quiet, "no per-run lines");
@@ -64,7 +65,8 @@ void register_correlate(CLI::App& app) {
          "clustering, ... for an analysis folder)")
       ->required();
   sub->add_option("--y", y, "the metric on the y axis, e.g. glue/sst2:dev.accuracy")->required();
-  sub->add_option("--out", out, "also write the points and statistics to this JSON file");
+  sub->add_option("--out", out, "also write the points and statistics to this JSON file")
+      ->check(non_empty_path());
   add_command(sub, [] {
     refuse_output_over_inputs(out, "--out", sources);
     const nlohmann::json c = study::correlate_sources(sources, x, y, opt);
@@ -96,7 +98,8 @@ void register_cost(CLI::App& app) {
   sub->add_option("--variants", variants, "attention variants")->delimiter(',')->capture_default_str();
   sub->add_option("--bench", benches,
                   "`saobp bench --json` files of these variants: their ms/step and tokens/s");
-  sub->add_option("--out", out, "also write the table as JSON (saobp report draws it)");
+  sub->add_option("--out", out, "also write the table as JSON (saobp report draws it)")
+      ->check(non_empty_path());
   add_command(sub, [] {
     std::vector<std::string> inputs = benches;
     inputs.push_back(config);

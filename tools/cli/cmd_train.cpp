@@ -16,9 +16,11 @@ struct TrainCli {
   std::string resume, init;
   bool resume_latest = false, overwrite = false;
   bool quiet = false;
+  bool init_given = false;  // --init on the command line, '' too
 };
 
 int run_train(const TrainCli& o) {
+  if (o.init_given) check_input_folder("train", "--init", o.init);  // before the data is tokenized
   const RunConfig cfg = load_config(o.config, o.overrides);
   fmt::print("# resolved config ({}{}{})\n{}\n", o.config, o.overrides.empty() ? "" : " with ",
              fmt::join(o.overrides, " "), to_toml(cfg));
@@ -55,9 +57,13 @@ void register_train(CLI::App& app) {
   sub->add_option("config", o.config, "the run's TOML config")->required();
   sub->add_option("overrides", o.overrides, "section.key=value settings that replace the file's");
   CLI::Option* resume = add_resume_options(sub, o.resume, o.overwrite);
-  sub->add_option("--init", o.init, "start a new run from this checkpoint's weights")->excludes(resume);
+  CLI::Option* init =
+      sub->add_option("--init", o.init, "start a new run from this checkpoint's weights")->excludes(resume);
   sub->add_flag("--quiet", o.quiet, "no per-step log lines");
-  sub->callback([resume] { o.resume_latest = resume->count() > 0 && o.resume.empty(); });
+  sub->callback([resume, init] {
+    o.resume_latest = resume->count() > 0 && o.resume.empty();
+    o.init_given = init->count() > 0;
+  });
   const auto run = [] { return run_train(o); };
   add_command(sub, run, Ranks::every);  // data-parallel (docs/distributed.md)
 }

@@ -70,13 +70,19 @@ void register_vocab(CLI::App& app) {
   sub->add_option("--size", o.size, "vocabulary size, specials and the initial alphabet included")
       ->required();
   sub->add_option("corpus", o.corpora, "corpus files or folders")->required();
-  sub->add_option("--out", o.out, "output folder")->required();
+  sub->add_option("--out", o.out, "output folder")->required()->check(non_empty_path());
   sub->add_option("--format", o.format, "corpus format")
       ->check(CLI::IsMember({"text", "fortune", "wikitext", "jsonl"}));
-  sub->add_option("--text-field", o.text_field, "jsonl: the field holding the text");
+  CLI::Option* text_field =
+      sub->add_option("--text-field", o.text_field, "jsonl: the field holding the text");
   sub->add_option("--min-frequency", o.min_frequency, "pairs seen fewer times are never merged");
   sub->add_flag("--cased", o.cased, "wordpiece: keep case and accents (no lowercasing)");
-  add_command(sub, [] { return run_vocab(o); });
+  add_command(sub, [text_field] {
+    // Only a jsonl corpus has fields: elsewhere the option would be ignored without a word.
+    if (text_field->count() > 0 && o.format != "jsonl")
+      fail("vocab", "--text-field goes with --format jsonl (the format here is {})", o.format);
+    return run_vocab(o);
+  });
 }
 
 }  // namespace saobp::cli

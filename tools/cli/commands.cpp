@@ -1,8 +1,13 @@
 #include "cli/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -98,6 +103,14 @@ CLI::Validator above(double lo) {
   return numeric(fmt::format("> {}", lo), [lo](double v) { return v > lo; });
 }
 
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return s.empty() ? std::string("is empty; name the file or folder to write") : "";
+      },
+      "PATH");
+}
+
 namespace {
 
 // Levenshtein distance (insertions, deletions, substitutions).
@@ -162,6 +175,29 @@ std::vector<std::string> with_device(std::vector<std::string> overrides, const s
   if (!device.empty()) overrides.push_back("train.device=" + device);
   if (device == "cpu") overrides.push_back("train.precision=f32");
   return overrides;
+}
+
+void check_output_file(std::string_view op, const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail(op, "{} is empty: name the file to write", option);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(op, "{} {}: a directory; name the file to write", option, path);
+  // The nearest ancestor of the file that exists: the folder it lands in, or where
+  // create_directories would start.
+  fs::path dir = fs::path(path).parent_path();
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) fail(op, "{} {}: {} is not a directory", option, path, dir.string());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(op, "{} {}: cannot write into {}: {}", option, path, dir.string(), std::strerror(errno));
+}
+
+void check_input_folder(std::string_view op, const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) fail(op, "{} is empty: name the folder", option);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(op, "{} {}: no such folder", option, path);
+  if (!fs::is_directory(path, ec)) fail(op, "{} {}: not a folder (a file)", option, path);
 }
 
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace saobp::cli {
@@ -30,6 +31,9 @@ int run_selected(CLI::App& app);
 CLI::Validator in_range(double lo, double hi);
 CLI::Validator at_least(double lo);
 CLI::Validator above(double lo);  // > lo
+// An output path that is not empty: "--out: is empty; name the file or folder to write" (an empty
+// value would otherwise fall back to the default place or fail late).
+CLI::Validator non_empty_path();
 
 // When argv[1] is not an option and not a subcommand of `app`: the message naming it and the
 // nearest subcommand by edit distance ("unknown command 'trian'; did you mean 'train'?"), else "".
@@ -43,6 +47,16 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 // on a machine without one, or the other way round). with_device appends the override when given.
 void add_device_option(CLI::App* sub, std::string& device);
 std::vector<std::string> with_device(std::vector<std::string> overrides, const std::string& device);
+
+// Before the work whose result it receives: throws Error("[op] OPTION PATH: ...") unless `path`
+// can be written as a file: not empty, not a directory, and its folder a directory or one that
+// create_directories can make (the nearest existing ancestor a directory this process may write
+// into; the OS's reason otherwise). Creates nothing.
+void check_output_file(std::string_view op, const std::string& option, const std::string& path);
+
+// Before any work: throws Error("[op] OPTION ...") unless `path` names an existing folder (an
+// empty value, a missing path and a file are refused, each said).
+void check_input_folder(std::string_view op, const std::string& option, const std::string& path);
 
 // Comma-separated token ids ("2,5,7"): split_list, and each element an int32.
 std::vector<int32_t> parse_ids(const std::string& option, const std::string& text);
