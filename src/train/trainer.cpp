@@ -105,9 +105,10 @@ bool lies_within(const std::string& inner, const std::string& outer) {
   return true;
 }
 
-// The keys a resumed run may set apart from its checkpoint: how often it logs and saves, where
-// it writes (a run folder that was moved or copied), and its thread count (the results are
-// bitwise the same for any count). Anything else changes what the run computes.
+// The keys a resumed run may set apart from its checkpoint: how often it logs and saves, its
+// thread count (the results are bitwise the same for any count), and train.run_dir when the
+// checkpoint lies inside the new one (the run folder was moved or copied: its metrics.jsonl goes
+// on there, not into a folder of another run). Anything else changes what the run computes.
 constexpr std::string_view kFreeOnResume[] = {"train.log_every", "train.save_every", "train.run_dir",
                                               "train.threads"};
 
@@ -133,7 +134,8 @@ std::vector<std::string> accept_resumed_config(const std::string& dir, const Run
   std::vector<std::string> changed, free;
   for (const ConfigDifference& d : hashed_differences(saved, now)) {
     const bool ok =
-        std::find(std::begin(kFreeOnResume), std::end(kFreeOnResume), d.key) != std::end(kFreeOnResume);
+        std::find(std::begin(kFreeOnResume), std::end(kFreeOnResume), d.key) != std::end(kFreeOnResume) &&
+        (d.key != "train.run_dir" || lies_within(dir, now.train.run_dir));
     (ok ? free : changed)
         .push_back(fmt::format("{} = {} in the checkpoint, {} in this run", d.key, d.a, d.b));
   }

@@ -572,6 +572,10 @@ TEST_CASE(
   CHECK_ERROR(train(lr, resume), Catch::Contains("train.lr = 0.003 in the checkpoint, 0.001 in this run") &&
                                      Catch::Contains("--init"));
   CHECK_FALSE(fs::exists(dir + "/final"));
+  // Into another run's folder (the checkpoint is not inside it): refused, naming train.run_dir.
+  CHECK_ERROR(train(checkpointing(moved), resume), Catch::Contains("train.run_dir = "));
+  CHECK_FALSE(fs::exists(moved + "/metrics.jsonl"));
+  fs::remove_all(moved);
   // The run folder copied elsewhere, with another log interval and thread count: resumed, and
   // the rest of the run is the uninterrupted one's.
   fs::copy(dir, moved, fs::copy_options::recursive);
