@@ -131,11 +131,21 @@ void refuse_output_over_inputs(const std::string& out, std::string_view option,
     const fs::path rel = o.lexically_relative(i);
     if (rel.empty() || *rel.begin() == ".." || *rel.begin() == ".") continue;
     const std::string first = rel.begin()->string();
-    const bool saved_file = fs::exists(i / "checksums.json", ec) && std::next(rel.begin()) == rel.end() &&
-                            fs::is_regular_file(o, ec);
-    if (saved_file || is_run_output(first) || first == "cache" || first == "tokenizer")
+    if (fs::exists(i / "checksums.json", ec)) {  // a checkpoint: its own files
+      if (std::next(rel.begin()) == rel.end() && fs::is_regular_file(o, ec))
+        fail("output",
+             "{} {} would replace a file of the checkpoint {}, which this command reads: write the "
+             "output elsewhere",
+             option, out, in);
+      continue;
+    }
+    bool run_folder = false;
+    for (const auto& e : fs::directory_iterator(i, ec))
+      run_folder |= is_run_output(e.path().filename().string());
+    if (run_folder ? is_run_output(first) || first == "cache" || first == "tokenizer"
+                   : fs::is_regular_file(o, ec))
       fail("output", "{} {} would replace {} {}, which this command reads: write the output elsewhere",
-           option, out, saved_file ? "a file of the checkpoint" : "what a run saved in", in);
+           option, out, run_folder ? "what a run saved in" : "a file of the input folder", in);
   }
 }
 

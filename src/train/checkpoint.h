@@ -72,10 +72,11 @@ bool is_run_output(const std::string& name);
 // them into a fine-tuning's run folder).
 const std::set<std::string>& glue_submission_files();
 
-// An output path of a command that reads `inputs` (files, checkpoint folders, run folders) must
-// not replace what it reads: refuses, naming `option`, a path that is an input itself, an existing
-// file of an input checkpoint (a folder with checksums.json: its files are saved data), or a path
-// under what a run wrote in an input run folder (is_run_output, cache/, tokenizer/). New files
+// An output path of a command that reads `inputs` (files and folders) must not replace what it
+// reads: refuses, naming `option`, a path that is an input itself, an existing file of an input
+// checkpoint (a folder with checksums.json: its files are saved data), a path under what a run
+// wrote in an input run folder (one that holds a run output: is_run_output, cache/, tokenizer/),
+// or an existing file anywhere in any other input folder (benchmark data, a study). New files
 // beside them are allowed (analyze writes CHECKPOINT/analysis/, report may write RUN/report.html).
 void refuse_output_over_inputs(const std::string& out, std::string_view option,
                                const std::vector<std::string>& inputs);

@@ -1,16 +1,21 @@
 #include "train/trainer.h"
 
+#include <fcntl.h>
 #include <fmt/ranges.h>
 #include <omp.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attention/diagnostics.h"
 #include "attention/metrics.h"
@@ -144,6 +149,33 @@ std::vector<std::string> accept_resumed_config(const std::string& dir, const Run
   return free;
 }
 
+// One process trains into a run folder at a time: an exclusive flock on the folder itself, taken
+// before anything in it is recovered, removed or written, and released when the process ends,
+// however it ends (the kernel drops it). A second run, resumption or --overwrite into a folder in
+// use is refused instead of deleting or interleaving the live run's files.
+class RunDirLock {
+ public:
+  explicit RunDirLock(const std::string& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) fail("train", "train.run_dir {}: cannot open it ({})", dir, std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      if (err == EWOULDBLOCK)
+        fail("train",
+             "train.run_dir {} is in use by another saobp process (a run, a resumption or an --overwrite of "
+             "it): wait for that one to end, or choose another train.run_dir",
+             dir);
+      fail("train", "train.run_dir {}: cannot lock it ({})", dir, std::strerror(err));
+    }
+  }
+  ~RunDirLock() { ::close(fd_); }
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 // "a" or "a and N more" for a refusal.
 std::string first_of(const std::vector<fs::path>& paths) {
   return paths.front().filename().string() +
@@ -218,6 +250,9 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     if (opt.quiet || !root) return;
     fmt::print("{}{}\n", opt.progress && ::isatty(1) ? "\r" : "", line);
   };
+  std::optional<RunDirLock> lock;  // rank 0's, from the first moment the folder exists
+  std::error_code ec;
+  if (root && fs::is_directory(given.train.run_dir, ec)) lock.emplace(given.train.run_dir);
   if (root) {
     for (const std::string& note : recover_interrupted_saves(given.train.run_dir)) say("recovery: " + note);
     if (!opt.resume_dir.empty()) {
@@ -262,7 +297,10 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   TrainerState state{0, 0, hash, tc.seed, ranks, given.train.grad_accum, tc.grad_accum};
   const bool tty = opt.progress && ::isatty(1);
   TrainSummary out;
-  if (root) fs::create_directories(tc.run_dir);
+  if (root) {
+    fs::create_directories(tc.run_dir);
+    if (!lock) lock.emplace(tc.run_dir);
+  }
   if (!opt.init_dir.empty()) {
     const InitReport report = init_from_pretrained(opt.init_dir, params, task->head_prefixes());
     out.init_report = report.to_json();

@@ -2,6 +2,8 @@
 // checkpoint integrity (checksums, non-finite weights, trainer_state bounds, config.json against
 // config.toml), interrupted swaps, and a run directory that already holds a run; the baseline
 // regularizers (train.regularizer) in training and `analyze --per-sample` on a checkpoint.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -627,8 +629,36 @@ TEST_CASE("checkpoint: an output path that would replace an input of the command
   CHECK_FALSE(refused(fin + "/analysis", inputs));           // analyze's default folder
   CHECK_FALSE(refused(fin + "/generations.jsonl", inputs));  // a new file in the checkpoint folder
   CHECK_FALSE(refused(dir + "/report.html", {dir}));
+  // Any other folder (benchmark data, a study): every file in it, at any depth.
+  const std::string data = dir + "/glue";
+  fs::create_directories(data + "/SST-2");
+  write_file_atomic(data + "/SST-2/dev.tsv", "sentence\tlabel\n");
+  CHECK(refused(data + "/SST-2/dev.tsv", {fin, data}));
+  CHECK_FALSE(refused(data + "/SST-2/results.json", {fin, data}));
   CHECK_FALSE(refused(dir + "/other.txt", inputs));
   CHECK_FALSE(refused("", inputs));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: a run folder in use by another process is refused, and free again when it ends",
+          "[train][checkpoint]") {
+  const std::string dir = temp_dir("ckpt-locked");
+  const RunConfig cfg = checkpointing(dir);
+  train(cfg, quiet_options());
+  fs::remove_all(dir + "/final");
+  // Another process's run holds the folder: a resumption and an --overwrite are both refused,
+  // and nothing of the run is touched.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  TrainOptions resume = quiet_options(), over = quiet_options();
+  resume.resume_latest = true;
+  over.overwrite = true;
+  for (const TrainOptions& o : {resume, over})
+    CHECK_ERROR(train(cfg, o), Catch::Contains(dir) && Catch::Contains("in use by another saobp process"));
+  CHECK(fs::exists(dir + "/checkpoint-2/model.safetensors"));
+  ::close(fd);
+  CHECK(train(cfg, resume).losses.size() == 2);
   fs::remove_all(dir);
 }
 

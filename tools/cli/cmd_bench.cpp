@@ -52,6 +52,7 @@
 #include "optim/clip.h"
 #include "tensor/device_info.h"
 #include "train/bench_fixture.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/flops.h"
 #include "train/inference.h"
@@ -294,6 +295,7 @@ int run_bench(const BenchCli& o) {
   }
   // Before the benchmark: a --json that cannot be written fails now, not after it.
   if (!o.json.empty()) check_output_file("bench", "--json", o.json);
+  refuse_output_over_inputs(o.json, "--json", {o.config, cfg.data.path, cfg.data.vocab});
   if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
   if (o.inference) return run_inference_bench(o, cfg);
   const TrainSection& tc = cfg.train;

@@ -1,11 +1,13 @@
 // `saobp vocab --kind wordpiece|bpe --size N CORPUS... --out DIR`: trains a vocabulary on corpora
 // (data/corpus.h formats) with VocabTrainer and writes the Hugging Face files into DIR.
 #include <chrono>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "data/corpus.h"
 #include "tokenizer/tokenizer.h"
+#include "train/checkpoint.h"
 
 namespace saobp::cli {
 
@@ -18,7 +20,34 @@ struct VocabCli {
   std::vector<std::string> corpora;
 };
 
+// The vocabulary's files must not land on what the command reads: inside a corpus folder (a
+// later run over that folder would read them as text), over a corpus file, or into a checkpoint
+// (its tokenizer is part of its checksummed files).
+void check_vocab_out(const VocabCli& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(fs::path(o.out) / "checksums.json", ec))
+    fail("vocab",
+         "--out {} is a checkpoint: its tokenizer is part of its saved files; write the vocabulary "
+         "elsewhere",
+         o.out);
+  const fs::path out = fs::weakly_canonical(fs::absolute(o.out), ec);
+  for (const std::string& corpus : o.corpora) {
+    const fs::path in = fs::weakly_canonical(fs::absolute(corpus), ec);
+    const fs::path rel = out.lexically_relative(in);
+    if (fs::is_directory(in, ec) && !rel.empty() && *rel.begin() != "..")
+      fail("vocab",
+           "--out {} lies inside the corpus folder {}: a run over that folder would read the "
+           "vocabulary as text; write it elsewhere",
+           o.out, corpus);
+  }
+  for (const char* name :
+       {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"})
+    refuse_output_over_inputs((fs::path(o.out) / name).string(), "--out", o.corpora);
+}
+
 int run_vocab(const VocabCli& o) {
+  check_vocab_out(o);
   const auto t0 = std::chrono::steady_clock::now();
   VocabTrainOptions opt;
   opt.kind = o.kind;
