@@ -4,7 +4,8 @@
 # (SIGKILL) while a run is midway (it has a checkpoint and no results), then resuming it: the
 # resumed study must write the same study.json, study.csv and study.md, byte for byte, start the
 # interrupted run from its checkpoint, and leave no child process of the killed study behind.
-# A third call finds every run finished and redoes none. Then a study with a fine-tuning task:
+# A third call finds every run finished and redoes none; a fourth, from the study file edited,
+# refuses the runs trained with the old config. Then a study with a fine-tuning task:
 # 2 seeds of a tiny BERT pretrained on the GLUE fixtures' sentences, each fine-tuned on the SST-2
 # fixture, whose table has the task's cell and whose runs `saobp correlate` pairs with their
 # pretraining runs. About 15 s in all on the 2-core machine.
@@ -50,6 +51,18 @@ done
 "$saobp" study "$study" --out "$dir/killed" --jobs 2 >"$dir/again.log" 2>&1 || die "$(cat "$dir/again.log")"
 [[ $(grep -c "finished earlier" "$dir/again.log") == 4 ]] || die "a finished run was redone: $(cat "$dir/again.log")"
 cmp "$dir/whole/study.json" "$dir/killed/study.json" || die "study.json changed on a call with nothing to do"
+# The study file edited (another learning rate), run into the same folder: its finished runs were
+# trained with the old config, so the study refuses them, naming the folder and the key, and
+# leaves the folder as it was (no table of the old runs under the new config).
+sed 's/"train.lr=3e-3"/"train.lr=3e-1"/' "$study" >"$dir/edited.toml"
+if "$saobp" study "$dir/edited.toml" --out "$dir/killed" >"$dir/edited.log" 2>&1; then
+  die "an edited study reused the old runs: $(cat "$dir/edited.log")"
+fi
+grep -q "runs/model.attention=original/seed-1 holds a run trained with another config.*train.lr = 0.003 there, 0.3 in the study" \
+  "$dir/edited.log" || die "the edited study's refusal: $(cat "$dir/edited.log")"
+grep -q '^lr = 0.003' "$dir/killed/configs/model.attention=original/seed-1.toml" ||
+  die "the refused study rewrote the configs"
+cmp "$dir/whole/study.json" "$dir/killed/study.json" || die "the refused study rewrote study.json"
 # Fine-tuning: every line of the fixtures a document, so the held-out fraction has documents.
 fixtures=$root/tests/fixtures
 find "$fixtures/glue/SST-2" "$fixtures/glue/STS-B" "$fixtures/glue/RTE" -type f -print0 | LC_ALL=C sort -z |
@@ -82,4 +95,14 @@ grep -q "over runs (2 points, 0 left out)" "$dir/corr.log" || die "correlate: $(
 "$saobp" correlate "$dir/ft" --x entropy_L1 --y glue/sst2:dev.accuracy >"$dir/corr.log" 2>&1 ||
   die "$(cat "$dir/corr.log")"
 grep -q "over runs (2 points, 0 left out)" "$dir/corr.log" || die "correlate: $(cat "$dir/corr.log")"
+# Called again, the fine-tuning study redoes nothing; with a task override edited, it refuses the
+# fine-tuning runs trained with the old one.
+"$saobp" study "$dir/finetune.toml" --out "$dir/ft" >"$dir/ft2.log" 2>&1 || die "$(cat "$dir/ft2.log")"
+[[ $(grep -c "finished earlier" "$dir/ft2.log") == 4 ]] || die "a finished run was redone: $(cat "$dir/ft2.log")"
+sed 's/"train.epochs=1"/"train.epochs=2"/' "$dir/finetune.toml" >"$dir/ft-edited.toml"
+if "$saobp" study "$dir/ft-edited.toml" --out "$dir/ft" >"$dir/ft3.log" 2>&1; then
+  die "an edited fine-tuning study reused the old runs: $(cat "$dir/ft3.log")"
+fi
+grep -q "runs/base,task=glue_sst2/seed-1 holds a run trained with another config.*train.epochs = 1 there, 2 in the study" \
+  "$dir/ft3.log" || die "the edited fine-tuning study's refusal: $(cat "$dir/ft3.log")"
 echo "study: killed midway ($interrupted), resumed to the same table; nothing redone once finished; fine-tuning cells and their correlations"

@@ -75,6 +75,36 @@ std::string absolute_from(const std::string& file, const std::string& path) {
   return (p.is_absolute() ? p : fs::path(file).parent_path() / p).lexically_normal().string();
 }
 
+// The keys the study sets on every run itself (run_overrides, child_args): an override or axis
+// on one would be overridden, so cells apart only there would run the same run.
+void check_study_keys(const StudySpec& s) {
+  auto check = [&](const std::string& key, const std::string& where) {
+    if (key == "train.seed")
+      fail("study",
+           "{}: {} sets train.seed, which the study sets for each run from study.seeds; list the seeds "
+           "in study.seeds instead",
+           s.file, where);
+    if (key == "train.run_dir")
+      fail("study",
+           "{}: {} sets train.run_dir, which the study sets for each run (runs/<cell>/seed-N under "
+           "its folder); give the study's folder with --out instead",
+           s.file, where);
+  };
+  auto key_of = [](const std::string& o) {
+    std::string k = o.substr(0, o.find('='));
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.front()))) k.erase(0, 1);
+    return k;
+  };
+  for (const std::string& o : s.overrides) check(key_of(o), "study.overrides ('" + o + "')");
+  for (const auto& [name, bundle] : s.variants)
+    for (const std::string& o : bundle) check(key_of(o), "variants." + name + " ('" + o + "')");
+  for (const auto& axis : s.axes) check(axis.first, "the axis \"" + axis.first + "\"");
+  for (const FinetuneSpec& f : s.finetune)
+    for (const std::string& o : f.overrides)
+      check(key_of(o), "finetune." + f.task + " overrides ('" + o + "')");
+}
+
 }  // namespace
 
 // Cell names are key=value pairs joined by ','.
@@ -162,6 +192,20 @@ StudySpec load_study(const std::string& path) {
     }
   }
   if (!root.get("study") && !s.variants.empty()) s.compare_key = "variant";
+  // An explicit compare names an axis (or "variant"), and its baseline one of that axis's values:
+  // otherwise the table's paired differences name a baseline cell that no run has.
+  const toml::table* study_table = root.get("study") ? root.get("study")->as_table() : nullptr;
+  if (s.compare_key != "variant" && study_table &&
+      (study_table->get("compare") || study_table->get("baseline"))) {
+    const auto axis =
+        std::find_if(s.axes.begin(), s.axes.end(), [&](const auto& a) { return a.first == s.compare_key; });
+    if (axis == s.axes.end())
+      fail("study", "{}: study.compare '{}' is not an axis of the study (nor \"variant\" with [variants])",
+           path, s.compare_key);
+    if (!std::count(axis->second.begin(), axis->second.end(), s.baseline))
+      fail("study", "{}: study.baseline '{}' is not a value of the axis \"{}\"", path, s.baseline,
+           s.compare_key);
+  }
   if (s.compare_key == "variant") {
     bool found = false;
     for (const auto& v : s.variants) found = found || v.first == s.baseline;
@@ -182,6 +226,7 @@ StudySpec load_study(const std::string& path) {
       s.finetune.push_back(f);
     }
   }
+  check_study_keys(s);
   return s;
 }
 

@@ -7,7 +7,9 @@
 // and holds no times or absolute paths, so an interrupted and resumed study writes the same bytes
 // as an uninterrupted one.
 //
-// Resumption, per run: results.json present -> finished, not run again; the final checkpoint
+// Resumption, per run: a folder holding a run trained with another config than the planned one
+// (an edited study file) is refused, naming the keys (check_reusable); results.json present ->
+// finished, not run again; the final checkpoint
 // present -> only the results are read again; a complete checkpoint-N -> `--resume` from the
 // highest N; otherwise the folder is cleared (it holds no checkpoint, so nothing saved is lost)
 // and the run starts afresh.
@@ -22,6 +24,7 @@
 // variables (OMPI_*, PMIX_*, PMI_*), which would make a child's MPI think it is a rank of the job.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -87,6 +90,56 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
 }
 
 bool is_finished(const PlannedRun& r) { return fs::exists(fs::path(r.run_dir) / "results.json"); }
+
+// The config a run folder's run was trained with: its final/config.toml, else its last complete
+// checkpoint's; "" when it holds neither (nothing trained there to reuse).
+std::string trained_config(const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path final_config = fs::path(run_dir) / "final" / "config.toml";
+  if (fs::exists(final_config, ec)) return final_config.string();
+  const std::string checkpoint = last_checkpoint(run_dir);
+  return checkpoint.empty() ? "" : (fs::path(checkpoint) / "config.toml").string();
+}
+
+// Keys a reused run may differ in: none changes what it computes or the table (a copied study
+// folder's runs name their old folder).
+constexpr std::string_view kFreeInStudy[] = {"train.run_dir", "train.log_every", "train.save_every",
+                                             "train.threads"};
+
+// A run folder that a study would reuse (finished, trained, or resumed from a checkpoint) must
+// hold the run the study now plans: the config it was trained with against the planned one
+// (pretraining: the resolved config file; fine-tuning: the saved config under the task's
+// overrides and seed). Refuses naming the folder and every differing key, so an edited study file
+// never reports the old runs' numbers under the new config.
+void check_reusable(const StudySpec& spec, const PlannedRun& r) {
+  const std::string saved_path = trained_config(r.run_dir);
+  if (saved_path.empty()) return;
+  const std::string advice =
+      fmt::format("; remove {} to run it again, or give the study another --out", r.run_dir);
+  RunConfig saved, planned;
+  try {
+    saved = load_config(saved_path, {}, FitCheck::no);
+    if (r.task == "pretrain") {
+      planned = load_config(spec.base, run_overrides(spec, r), FitCheck::no);
+    } else {
+      std::vector<std::string> o;
+      for (const FinetuneSpec& f : spec.finetune)
+        if (f.task == r.task) o = f.overrides;
+      o.push_back("train.seed=" + std::to_string(r.seed));
+      planned = load_config(saved_path, o, FitCheck::no);
+    }
+  } catch (const Error& e) {
+    fail("study", "{}: run folder {}: {} does not load against the study's plan ({}){}", spec.file, r.run_dir,
+         saved_path, e.what(), advice);
+  }
+  std::vector<std::string> changed;
+  for (const ConfigDifference& d : hashed_differences(saved, planned))
+    if (std::find(std::begin(kFreeInStudy), std::end(kFreeInStudy), d.key) == std::end(kFreeInStudy))
+      changed.push_back(fmt::format("{} = {} there, {} in the study", d.key, d.a, d.b));
+  if (!changed.empty())
+    fail("study", "{}: run folder {} holds a run trained with another config than the study plans ({}): {}{}",
+         spec.file, r.run_dir, saved_path, fmt::join(changed, "; "), advice);
+}
 
 // Writes a pretraining run's results.json from its metrics.jsonl once its final checkpoint exists.
 void write_pretrain_results(const PlannedRun& r) {
@@ -190,6 +243,20 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
     const size_t pre = plan[i].pretrain >= 0 ? static_cast<size_t>(plan[i].pretrain) : i;
     return static_cast<int>(pre % static_cast<size_t>(ranks));
   };
+  // What the folder holds from an earlier call must be what the study plans, checked before the
+  // configs are written (a refused study leaves the folder as it was). A fine-tuning run left
+  // behind from a pretraining run that is to be trained again is not the planned run either.
+  for (const PlannedRun& r : plan) {
+    check_reusable(spec, r);
+    if (r.pretrain < 0 || !(is_finished(r) || !trained_config(r.run_dir).empty())) continue;
+    const PlannedRun& from = plan[static_cast<size_t>(r.pretrain)];
+    if (!is_finished(from) && !fs::exists(fs::path(from.run_dir) / "final" / "trainer_state.json"))
+      fail("study",
+           "{}: run folder {} holds a fine-tuning run of an earlier {}, which is to be trained again; remove "
+           "{} "
+           "to run it again, or give the study another --out",
+           spec.file, r.run_dir, from.id, r.run_dir);
+  }
   fs::create_directories(root / "logs");
   // Each pretraining run's resolved config, written where its child reads it.
   for (const PlannedRun& r : plan) {
@@ -218,7 +285,9 @@ nlohmann::json run_study(const StudySpec& spec, const std::string& study_dir, co
   for (size_t i = 0; i < plan.size(); ++i) {
     if (owner(i) != rank) {
       state[i] = 2;  // another rank's
-    } else if (is_finished(plan[i])) {
+      continue;
+    }
+    if (is_finished(plan[i])) {
       state[i] = 2;
       say(fmt::format("study: {} finished earlier", plan[i].id));
     } else if (plan[i].task == "pretrain" &&

@@ -199,7 +199,7 @@ TEST_CASE("benchmarks: SQuAD errors name the file, line, column and JSON path", 
     const std::string a0 = R"({"title": "A", "paragraphs": [{"context": "abc", "qas": [)" + ok_qa + "]}]}";
     const std::string a1 =
         R"({"title": "B", "paragraphs": [{"context": "xyz", "qas": []}, {"context": "abc", "qas": [)" +
-        ok_qa +
+        std::string(R"({"id": "q2", "question": "Q?", "answers": [{"text": "abc", "answer_start": 0}]})") +
         R"(, {"id": "q1", "question": "Q?", "answers": [{"text": "c", "answer_start": 2}, {"text": "c", "answer_start": 99}]}]}]})";
     const std::string text = R"({"data": [)" + a0 + ", " + a1 + R"(], "version": "1.1"})";
     const std::string f = write(dir, "line.json", text);
@@ -207,6 +207,13 @@ TEST_CASE("benchmarks: SQuAD errors name the file, line, column and JSON path", 
                 Contains(pos_of(f, text, "99") +
                          " data[1].paragraphs[1].qas[1].answers[1].answer_start: 99 is beyond the "
                          "context (3 code points)"));
+  }
+  SECTION("a question id seen earlier in the file") {
+    const std::string text = squad_doc("abc", ok_qa + ", " + ok_qa);
+    const std::string f = write(dir, "dup.json", text);
+    CHECK_ERROR(read_squad(f),
+                Contains("dup.json:") && Contains("data[0].paragraphs[0].qas[1].id: question id "
+                                                  "\"q0\" appears twice in the file"));
   }
   SECTION("missing and mistyped fields") {
     const auto check = [&](const std::string& name, const std::string& text, const std::string& at,

@@ -151,6 +151,17 @@ TEST_CASE("study: the study file, its errors and the plan", "[study]") {
           "[study]\noverrides = [\"train.max_steps=5\", \"train.warmup_steps=1\", \"train.eval_every=2\"]\n"),
       Contains("must divide"));
   CHECK_THAT(error_of("[study\n"), Contains("bad.toml:1"));
+  // Keys the study sets itself, and a compare or baseline that no cell has.
+  CHECK_THAT(error_of("[axes]\n\"train.seed\" = [5, 6]\n"),
+             Contains("bad.toml") && Contains("the axis \"train.seed\"") && Contains("study.seeds"));
+  CHECK_THAT(error_of("[study]\noverrides = [\"train.run_dir=/tmp/x\"]\n"),
+             Contains("bad.toml") && Contains("study.overrides") && Contains("sets train.run_dir"));
+  CHECK_THAT(error_of("[variants]\noriginal = [\"train.seed = 3\"]\n"),
+             Contains("variants.original") && Contains("sets train.seed"));
+  CHECK_THAT(error_of("[study]\ncompare = \"model.lambda\"\n[axes]\n\"model.attention\" = [\"original\"]\n"),
+             Contains("bad.toml") && Contains("study.compare 'model.lambda' is not an axis"));
+  CHECK_THAT(error_of("[study]\nbaseline = \"bp_low\"\n[axes]\n\"model.attention\" = [\"original\"]\n"),
+             Contains("study.baseline 'bp_low' is not a value of the axis \"model.attention\""));
   // The name is one folder under studies/; the grid is counted before it is planned.
   for (const char* name : {"../../x", "a/b", "..", ".", ""})
     CHECK_THAT(error_of(fmt::format("[study]\nname = \"{}\"\n", name)),

@@ -80,6 +80,12 @@ void register_glue_score(CLI::App& app) {
         per_task[name] = {{"matched", split("dev_matched")}, {"mismatched", split("dev_mismatched")}};
       else
         per_task[name] = split("dev");
+      // The task's score from this file's metrics (a metric that is not a number: named with the file).
+      try {
+        if (name != "ax") (void)metrics::glue_task_score(name, per_task[name]);
+      } catch (const Error& e) {
+        fail("glue-score", "{}: {}", f, e.what());
+      }
     }
     const nlohmann::json avg = metrics::glue_average(per_task);
     fmt::print("{}\n", avg.dump(2));

@@ -25,7 +25,8 @@
 //          DIR/diagnostic.tsv
 //
 // A row with another column count, an unknown label, a bad score or invalid UTF-8 is malformed;
-// a header that differs from the layout's fails the file (FILE:1).
+// a header that differs from the layout's fails the file (FILE:1). An STS-B split scored by
+// correlation (not train) with fewer than 2 rows or one score throughout fails the file.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -315,6 +316,20 @@ TextDataset read_glue(const std::string& task, const std::string& dir, const std
     ds.examples.push_back(std::move(ex));
   }
   if (in.line() == 0) fail_at(path, 1, "empty file (expected rows of " + joined(l.columns, ", ") + ")");
+  // STS-B's evaluation splits are scored by Pearson and Spearman correlations, undefined over
+  // fewer than 2 rows or constant gold scores: refused now, before a fine-tuning run trains.
+  if (ds.regression && ds.labeled && split != "train") {
+    if (ds.examples.size() < 2)
+      fail("benchmarks",
+           "{}: {} scored row(s); the {} split needs at least 2 (its Pearson and Spearman correlations)",
+           path, ds.examples.size(), split);
+    const double first = ds.examples.front().score;
+    if (std::all_of(ds.examples.begin(), ds.examples.end(),
+                    [&](const TextExample& e) { return e.score == first; }))
+      fail("benchmarks",
+           "{}: every score is {}; Pearson and Spearman correlations are undefined with constant gold scores",
+           path, first);
+  }
   ds.stats.rows = static_cast<int64_t>(ds.examples.size());
   return ds;
 }

@@ -9,6 +9,7 @@
 // checked against the context at that code point, and one whose text is not there is kept and
 // counted in `misaligned` (answers and plausible answers alike). Every gold answer of a dev
 // question is kept, in file order, duplicates included. Strings are kept verbatim (no strip()).
+// Question ids are unique in a file (the evaluation keys its scores by them).
 //
 // The file is parsed one article at a time (each element of "data" is read and dropped as soon
 // as the parser has it), so a 40 MB train file never sits in memory as a JSON tree. Bad values
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -96,6 +98,7 @@ struct Reader {
   // The question being read: its id, and the notes of its misaligned answers (kept once it reads).
   std::string question_id;
   std::vector<std::string> pending;
+  std::unordered_set<std::string> ids;  // of the questions read so far
 
   // The answers list obj[key] (obj at `path`), checked against the context.
   std::vector<SquadAnswer> answers(const json& obj, JsonPath& path, const char* key, const Context& ctx,
@@ -154,6 +157,12 @@ struct Reader {
     if (ex.is_impossible && !ex.answers.empty())
       bad_json(path, fmt::format("is_impossible, yet has {} answers", ex.answers.size()));
     if (!ex.is_impossible && ex.answers.empty()) bad_json(path, "has no answers and is not is_impossible");
+    // The evaluation scores each question by its id (evaluate-v2.0.py keys a dict by it): a
+    // repeated id is refused here, before any training, not at the first evaluation.
+    if (!ids.insert(ex.id).second) {
+      Step s(path, "id");
+      bad_json(path, fmt::format("question id {} appears twice in the file", json_excerpt(json(ex.id))));
+    }
     return ex;
   }
 
