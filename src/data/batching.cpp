@@ -40,7 +40,15 @@ class Order {
   mutable std::vector<uint32_t> perm_;
 };
 
-void require_examples(size_t n, const TokenCache& c, const char* split) {
+// `held_out_only`: the held-out split alone stands for both (eval, analyze, inspect of a
+// checkpoint: data_setup.h's held_out_caches), its cache a temporary file already unlinked, so
+// the message names the split and not that file.
+void require_examples(size_t n, const TokenCache& c, const char* split, bool held_out_only, int64_t T) {
+  if (n == 0 && held_out_only)
+    fail("data",
+         "the held-out split has no example of train.seq_len = {} tokens (too little text; raise "
+         "data.valid_fraction or lower train.seq_len)",
+         T);
   if (n == 0)
     fail("data",
          "{}: the {} split has no examples (too little text; for validation raise data.valid_fraction)",
@@ -62,7 +70,8 @@ class CorpusMlm : public MlmSource {
       Split_& x = split_[s];
       x.examples = pack_sentences(*x.cache, T - 2);
       x.doc_ends = document_token_ends(*x.cache);
-      require_examples(x.examples.size(), *x.cache, s == 0 ? "training" : "validation");
+      require_examples(x.examples.size(), *x.cache, s == 0 ? "training" : "validation",
+                       split_[0].cache == split_[1].cache, T);
     }
     order_ = std::make_unique<Order>(seed, split_[0].examples.size());
   }
@@ -144,7 +153,8 @@ class CorpusClm : public ClmSource {
       // The stream holds every token plus one <|endoftext|> per document.
       const uint64_t length = x.cache->tokens().size() + x.doc_ends.size();
       x.windows = length > 0 ? (length - 1) / static_cast<uint64_t>(T) : 0;
-      require_examples(x.windows, *x.cache, s == 0 ? "training" : "validation");
+      require_examples(x.windows, *x.cache, s == 0 ? "training" : "validation",
+                       split_[0].cache == split_[1].cache, T);
     }
     order_ = std::make_unique<Order>(seed, split_[0].windows);
   }
