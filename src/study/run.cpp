@@ -101,11 +101,6 @@ std::string trained_config(const std::string& run_dir) {
   return checkpoint.empty() ? "" : (fs::path(checkpoint) / "config.toml").string();
 }
 
-// Keys a reused run may differ in: none changes what it computes or the table (a copied study
-// folder's runs name their old folder).
-constexpr std::string_view kFreeInStudy[] = {"train.run_dir", "train.log_every", "train.save_every",
-                                             "train.threads"};
-
 // A run folder that a study would reuse (finished, trained, or resumed from a checkpoint) must
 // hold the run the study now plans: the config it was trained with against the planned one
 // (pretraining: the resolved config file; fine-tuning: the saved config under the task's
@@ -134,7 +129,7 @@ void check_reusable(const StudySpec& spec, const PlannedRun& r) {
   }
   std::vector<std::string> changed;
   for (const ConfigDifference& d : hashed_differences(saved, planned))
-    if (std::find(std::begin(kFreeInStudy), std::end(kFreeInStudy), d.key) == std::end(kFreeInStudy))
+    if (!leaves_results_unchanged(d.key))  // a copied study folder's runs name their old folder
       changed.push_back(fmt::format("{} = {} there, {} in the study", d.key, d.a, d.b));
   if (!changed.empty())
     fail("study", "{}: run folder {} holds a run trained with another config than the study plans ({}): {}{}",

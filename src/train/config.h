@@ -155,6 +155,10 @@ struct ConfigDifference {
   std::string key, a, b;
 };
 std::vector<ConfigDifference> hashed_differences(const RunConfig& a, const RunConfig& b);
+// Whether a key config_hash covers leaves what a run computes unchanged: how often it logs and
+// saves, its thread count (results are bitwise the same for any count) and its folder. A run may
+// be continued with these set apart (--resume; a study reusing a run of a copied folder).
+bool leaves_results_unchanged(std::string_view key);
 
 // The most OpenMP threads train.threads may ask for (libgomp fails on absurd counts).
 constexpr int kMaxThreads = 1024;

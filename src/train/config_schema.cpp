@@ -545,6 +545,11 @@ RunConfig hashed_form(const RunConfig& cfg) {
 
 uint64_t config_hash(const RunConfig& cfg) { return fnv1a64(toml_of(hashed_form(cfg), kNotHashed)); }
 
+bool leaves_results_unchanged(std::string_view key) {
+  return key == "train.log_every" || key == "train.save_every" || key == "train.threads" ||
+         key == "train.run_dir";
+}
+
 std::vector<ConfigDifference> hashed_differences(const RunConfig& a, const RunConfig& b) {
   const RunConfig ha = hashed_form(a), hb = hashed_form(b);
   std::vector<ConfigDifference> out;

@@ -15,7 +15,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 
 #include "attention/diagnostics.h"
 #include "attention/metrics.h"
@@ -110,16 +109,11 @@ bool lies_within(const std::string& inner, const std::string& outer) {
   return true;
 }
 
-// The keys a resumed run may set apart from its checkpoint: how often it logs and saves, its
-// thread count (the results are bitwise the same for any count), and train.run_dir when the
-// checkpoint lies inside the new one (the run folder was moved or copied: its metrics.jsonl goes
-// on there, not into a folder of another run). Anything else changes what the run computes.
-constexpr std::string_view kFreeOnResume[] = {"train.log_every", "train.save_every", "train.run_dir",
-                                              "train.threads"};
-
 // --resume DIR whose config hash differs from this run's: allowed when the checkpoint's own
 // config.toml (covered by its checksums) hashes to the saved hash and differs from this run's in
-// kFreeOnResume alone; then returns the differences, to be said. Otherwise refuses, naming every
+// keys that leave the results unchanged (config.h), train.run_dir only when the checkpoint lies
+// inside the new folder (a moved or copied run, whose metrics.jsonl goes on there, not in a folder
+// of another run); then returns the differences, to be said. Otherwise refuses, naming every
 // key that differs with both values.
 std::vector<std::string> accept_resumed_config(const std::string& dir, const RunConfig& now,
                                                uint64_t saved_hash, uint64_t hash) {
@@ -139,8 +133,7 @@ std::vector<std::string> accept_resumed_config(const std::string& dir, const Run
   std::vector<std::string> changed, free;
   for (const ConfigDifference& d : hashed_differences(saved, now)) {
     const bool ok =
-        std::find(std::begin(kFreeOnResume), std::end(kFreeOnResume), d.key) != std::end(kFreeOnResume) &&
-        (d.key != "train.run_dir" || lies_within(dir, now.train.run_dir));
+        leaves_results_unchanged(d.key) && (d.key != "train.run_dir" || lies_within(dir, now.train.run_dir));
     (ok ? free : changed)
         .push_back(fmt::format("{} = {} in the checkpoint, {} in this run", d.key, d.a, d.b));
   }
@@ -250,9 +243,10 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
     if (opt.quiet || !root) return;
     fmt::print("{}{}\n", opt.progress && ::isatty(1) ? "\r" : "", line);
   };
-  std::optional<RunDirLock> lock;  // rank 0's, from the first moment the folder exists
+  std::unique_ptr<RunDirLock> lock;  // rank 0's, from the first moment the folder exists
   std::error_code ec;
-  if (root && fs::is_directory(given.train.run_dir, ec)) lock.emplace(given.train.run_dir);
+  if (root && fs::is_directory(given.train.run_dir, ec))
+    lock = std::make_unique<RunDirLock>(given.train.run_dir);
   if (root) {
     for (const std::string& note : recover_interrupted_saves(given.train.run_dir)) say("recovery: " + note);
     if (!opt.resume_dir.empty()) {
@@ -299,7 +293,7 @@ TrainSummary train(const RunConfig& given, const TrainOptions& given_opt) {
   TrainSummary out;
   if (root) {
     fs::create_directories(tc.run_dir);
-    if (!lock) lock.emplace(tc.run_dir);
+    if (!lock) lock = std::make_unique<RunDirLock>(tc.run_dir);
   }
   if (!opt.init_dir.empty()) {
     const InitReport report = init_from_pretrained(opt.init_dir, params, task->head_prefixes());
