@@ -102,6 +102,18 @@ std::vector<Leftover> leftovers(const fs::path& dir) {
 
 }  // namespace
 
+bool lies_within(const std::string& inner, const std::string& outer) {
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(fs::absolute(inner), ec);
+  const fs::path b = fs::weakly_canonical(fs::absolute(outer), ec);
+  auto ai = a.begin();
+  for (auto bi = b.begin(); bi != b.end(); ++bi, ++ai) {
+    if (bi->empty()) break;  // the empty last element of a path that ends in '/'
+    if (ai == a.end() || *ai != *bi) return false;
+  }
+  return true;
+}
+
 bool is_run_output(const std::string& name) {
   static const std::regex checkpoint(R"((final|checkpoint-[0-9]+)(\.(tmp|old)-[0-9]+)?)");
   static const std::regex prediction(R"((predictions|null_odds)(_[A-Za-z0-9_.-]+)?\.jsonl?)");

@@ -72,6 +72,9 @@ bool is_run_output(const std::string& name);
 // them into a fine-tuning's run folder).
 const std::set<std::string>& glue_submission_files();
 
+// Whether `inner` is `outer` or lies inside it, both resolved (links, "..") where they exist.
+bool lies_within(const std::string& inner, const std::string& outer);
+
 // An output path of a command that reads `inputs` (files and folders) must not replace what it
 // reads: refuses, naming `option`, a path that is an input itself, an existing file of an input
 // checkpoint (a folder with checksums.json: its files are saved data), a path under what a run

@@ -96,19 +96,6 @@ bool reusable(const fs::path& entry) {
   return name == "cache" || name == "tokenizer";
 }
 
-// Whether `inner` is `outer` or lies inside it, both resolved (links, "..") where they exist.
-bool lies_within(const std::string& inner, const std::string& outer) {
-  std::error_code ec;
-  const fs::path a = fs::weakly_canonical(fs::absolute(inner), ec);
-  const fs::path b = fs::weakly_canonical(fs::absolute(outer), ec);
-  auto ai = a.begin();
-  for (auto bi = b.begin(); bi != b.end(); ++bi, ++ai) {
-    if (bi->empty()) break;  // the empty last element of a path that ends in '/'
-    if (ai == a.end() || *ai != *bi) return false;
-  }
-  return true;
-}
-
 // --resume DIR whose config hash differs from this run's: allowed when the checkpoint's own
 // config.toml (covered by its checksums) hashes to the saved hash and differs from this run's in
 // keys that leave the results unchanged (config.h), train.run_dir only when the checkpoint lies

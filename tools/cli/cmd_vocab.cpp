@@ -31,16 +31,12 @@ void check_vocab_out(const VocabCli& o) {
          "--out {} is a checkpoint: its tokenizer is part of its saved files; write the vocabulary "
          "elsewhere",
          o.out);
-  const fs::path out = fs::weakly_canonical(fs::absolute(o.out), ec);
-  for (const std::string& corpus : o.corpora) {
-    const fs::path in = fs::weakly_canonical(fs::absolute(corpus), ec);
-    const fs::path rel = out.lexically_relative(in);
-    if (fs::is_directory(in, ec) && !rel.empty() && *rel.begin() != "..")
+  for (const std::string& corpus : o.corpora)
+    if (fs::is_directory(corpus, ec) && lies_within(o.out, corpus))
       fail("vocab",
-           "--out {} lies inside the corpus folder {}: a run over that folder would read the "
-           "vocabulary as text; write it elsewhere",
+           "--out {} lies inside the corpus folder {}: a run over that folder would read the vocabulary as "
+           "text; write it elsewhere",
            o.out, corpus);
-  }
   for (const char* name :
        {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"})
     refuse_output_over_inputs((fs::path(o.out) / name).string(), "--out", o.corpora);
